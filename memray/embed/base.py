@@ -1,0 +1,31 @@
+"""The `Embedder` seam: texts in, L2-normalised float32 vectors out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+Matrix = npt.NDArray[np.float32]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Implementations: sentence-transformers (CPU/GPU), hashing (tests), remote (Serve)."""
+
+    @property
+    def model(self) -> str:
+        """The model name recorded with every vector it makes."""
+
+    @property
+    def dim(self) -> int: ...
+
+    def open(self) -> None:
+        """Load the model (I/O happens here, never in the constructor)."""
+
+    def close(self) -> None: ...
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        """One unit-length row per text, shape (len(texts), dim)."""

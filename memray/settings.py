@@ -1,0 +1,21 @@
+"""The one place that reads MEMRAY_* environment variables."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Environment overrides, applied only where the config leaves a field unset."""
+
+    model_config = SettingsConfigDict(env_prefix="MEMRAY_", extra="ignore")
+
+    enabled: bool = Field(True, description="MEMRAY_ENABLED=false turns add/search into no-ops.")
+    milvus_uri: str | None = Field(None, description="MEMRAY_MILVUS_URI: a Milvus server.")
+    milvus_token: str | None = Field(None, description="MEMRAY_MILVUS_TOKEN.")
+
+
+def load_settings() -> Settings:
+    """Read the environment now (not at import, so tests can set variables)."""
+    return Settings()

@@ -1,0 +1,180 @@
+"""The event log: history of every change, the write-ahead outbox, and per-user versions.
+
+A write is acknowledged only after its events and the store operations that apply it are
+committed here in one SQLite transaction. The store is then changed and the outbox entry
+cleared; if the process dies in between, `pending()` hands the operations back on the next
+open and they are replayed (they are idempotent), so an acknowledged write is never lost.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+import numpy as np
+
+from memray.errors import StoreError
+from memray.models import MemoryEvent, MemoryRecord
+from memray.store.base import StoredMemory
+from memray.store.rows import to_ms
+
+OpKind = Literal["replace", "delete", "delete_user"]
+
+
+@dataclass(frozen=True)
+class StoreOp:
+    """One idempotent change to apply to the vector store."""
+
+    kind: OpKind
+    user_id: str
+    rows: tuple[StoredMemory, ...] = ()
+    ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Pending:
+    seq: int
+    op: StoreOp
+
+
+class EventLog(Protocol):
+    """Durable history, outbox and versions. Every method is scoped to one user."""
+
+    def open(self) -> None: ...
+    def close(self) -> None: ...
+
+    def commit(self, user_id: str, events: Sequence[MemoryEvent], ops: Sequence[StoreOp],
+               purge_ids: Sequence[str] = (), purge_user: bool = False) -> list[int]:
+        """Atomically: purge history content, append events, queue ops, bump the version.
+        Returns the outbox sequence numbers of `ops`."""
+
+    def pending(self) -> list[Pending]:
+        """Queued ops not yet marked done, oldest first."""
+
+    def done(self, seqs: Sequence[int]) -> None: ...
+    def history(self, user_id: str, memory_id: str) -> list[MemoryEvent]: ...
+    def user_events(self, user_id: str) -> Iterator[MemoryEvent]: ...
+    def version(self, user_id: str) -> int: ...
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    user_id TEXT NOT NULL, memory_id TEXT NOT NULL, op TEXT NOT NULL,
+    at_ms INTEGER NOT NULL, body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_by_memory ON events(user_id, memory_id, seq);
+CREATE TABLE IF NOT EXISTS outbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    user_id TEXT NOT NULL, kind TEXT NOT NULL, ids TEXT NOT NULL,
+    records TEXT NOT NULL, vectors BLOB
+);
+CREATE TABLE IF NOT EXISTS versions (user_id TEXT PRIMARY KEY, version INTEGER NOT NULL);
+"""
+
+
+class SQLiteEventLog:
+    """`EventLog` in one SQLite file (WAL, synchronous=FULL). Thread-safe."""
+
+    def __init__(self, path: str | Path, *, dim: int) -> None:
+        self._path, self._dim = Path(path), dim
+        self._db: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    def open(self) -> None:
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            db = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            db.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open event log {self._path}: {exc}") from exc
+        self._db = db
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise StoreError("event log is not open")
+        return self._db
+
+    def commit(self, user_id: str, events: Sequence[MemoryEvent], ops: Sequence[StoreOp],
+               purge_ids: Sequence[str] = (), purge_user: bool = False) -> list[int]:
+        with self._lock:
+            db = self._conn()
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                if purge_user:
+                    db.execute("DELETE FROM events WHERE user_id = ?", (user_id,))
+                for mid in purge_ids:
+                    db.execute("DELETE FROM events WHERE user_id = ? AND memory_id = ?",
+                               (user_id, mid))
+                db.executemany(
+                    "INSERT INTO events(user_id, memory_id, op, at_ms, body) VALUES (?,?,?,?,?)",
+                    [(user_id, e.memory_id, e.op, to_ms(e.at), e.model_dump_json())
+                     for e in events])
+                seqs = [self._queue(db, op) for op in ops]
+                db.execute(
+                    "INSERT INTO versions VALUES (?, 1) ON CONFLICT(user_id) "
+                    "DO UPDATE SET version = version + 1", (user_id,))
+                db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                db.execute("ROLLBACK")
+                raise StoreError(f"event log write failed: {exc}") from exc
+        return seqs
+
+    def _queue(self, db: sqlite3.Connection, op: StoreOp) -> int:
+        records = json.dumps([r.record.model_dump(mode="json") for r in op.rows])
+        vectors = b"".join(np.asarray(r.vector, np.float32).tobytes() for r in op.rows)
+        cur = db.execute("INSERT INTO outbox(user_id, kind, ids, records, vectors) "
+                         "VALUES (?,?,?,?,?)",
+                         (op.user_id, op.kind, json.dumps(list(op.ids)), records, vectors))
+        assert cur.lastrowid is not None
+        return cur.lastrowid
+
+    def pending(self) -> list[Pending]:
+        with self._lock:
+            rows = self._conn().execute(
+                "SELECT seq, user_id, kind, ids, records, vectors FROM outbox ORDER BY seq"
+            ).fetchall()
+        return [Pending(seq, self._decode(user, kind, ids, recs, vecs))
+                for seq, user, kind, ids, recs, vecs in rows]
+
+    def _decode(self, user: str, kind: OpKind, ids: str, recs: str, vecs: bytes) -> StoreOp:
+        records = [MemoryRecord.model_validate(r) for r in json.loads(recs)]
+        matrix = np.frombuffer(vecs or b"", dtype=np.float32).reshape(len(records), self._dim)
+        rows = tuple(StoredMemory(r, matrix[i].copy()) for i, r in enumerate(records))
+        return StoreOp(kind, user, rows, tuple(json.loads(ids)))
+
+    def done(self, seqs: Sequence[int]) -> None:
+        with self._lock:
+            self._conn().executemany("DELETE FROM outbox WHERE seq = ?", [(s,) for s in seqs])
+
+    def history(self, user_id: str, memory_id: str) -> list[MemoryEvent]:
+        with self._lock:
+            rows = self._conn().execute(
+                "SELECT body FROM events WHERE user_id = ? AND memory_id = ? ORDER BY seq",
+                (user_id, memory_id)).fetchall()
+        return [MemoryEvent.model_validate_json(b) for (b,) in rows]
+
+    def user_events(self, user_id: str) -> Iterator[MemoryEvent]:
+        with self._lock:
+            rows = self._conn().execute(
+                "SELECT body FROM events WHERE user_id = ? ORDER BY seq", (user_id,)).fetchall()
+        for (body,) in rows:
+            yield MemoryEvent.model_validate_json(body)
+
+    def version(self, user_id: str) -> int:
+        with self._lock:
+            row = self._conn().execute(
+                "SELECT version FROM versions WHERE user_id = ?", (user_id,)).fetchone()
+        return int(row[0]) if row else 0

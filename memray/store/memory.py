@@ -1,0 +1,119 @@
+"""`InMemoryStore`: a fake `VectorStore` for unit tests, held honest by the contract tests
+that run the same cases against it and against Milvus (lite and server)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+
+from memray.errors import StoreError
+from memray.models import MemoryRecord
+from memray.store.base import StoredMemory, Vector, Where
+from memray.store.filters import quote
+from memray.store.rows import from_row, to_ms, to_row
+
+
+def _matches(r: MemoryRecord, user_id: str, w: Where) -> bool:
+    if r.user_id != user_id:
+        return False
+    if w.ids and r.id not in w.ids:
+        return False
+    if w.statuses and r.status.value not in w.statuses:
+        return False
+    if w.types and r.type.value not in w.types:
+        return False
+    if w.content_hashes and r.content_hash not in w.content_hashes:
+        return False
+    if w.agent_id is not None and (r.agent_id or "") != w.agent_id:
+        return False
+    if w.session_id is not None and (r.session_id or "") != w.session_id:
+        return False
+    expires = to_ms(r.expires_at)
+    if w.alive_at_ms is not None and expires and expires <= w.alive_at_ms:
+        return False
+    created = to_ms(r.created_at)
+    if w.created_after_ms is not None and created <= w.created_after_ms:
+        return False
+    if w.created_before_ms is not None and created >= w.created_before_ms:
+        return False
+    if w.min_importance is not None and r.importance < w.min_importance:
+        return False
+    return not (w.after_id is not None and r.id <= w.after_id)
+
+
+class InMemoryStore:
+    """Holds rows in a dict; brute-force cosine search. Not persistent."""
+
+    def __init__(self, *, model: str, dim: int) -> None:
+        self._model, self._dim = model, dim
+        self._rows: dict[str, StoredMemory] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    def open(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+    def insert(self, rows: Sequence[StoredMemory]) -> None:
+        self.replace(rows)
+
+    def replace(self, rows: Sequence[StoredMemory]) -> None:
+        for row in rows:
+            if row.vector.shape != (self._dim,):
+                raise StoreError(f"vector of shape {row.vector.shape}, expected ({self._dim},)")
+            quote(row.record.user_id)  # same value rules as the real store
+        with self._lock:
+            for row in rows:
+                # Round-trip through the row format so the fake stores what Milvus stores.
+                record = from_row(to_row(row.record))
+                self._rows[record.id] = StoredMemory(record, row.vector.astype(np.float32))
+
+    def _select(self, user_id: str, where: Where) -> list[StoredMemory]:
+        quote(user_id)
+        with self._lock:
+            return [s for s in self._rows.values() if _matches(s.record, user_id, where)]
+
+    def delete(self, user_id: str, ids: Sequence[str]) -> int:
+        found = self._select(user_id, Where(ids=tuple(ids))) if ids else []
+        with self._lock:
+            for s in found:
+                self._rows.pop(s.record.id, None)
+        return len(found)
+
+    def delete_user(self, user_id: str) -> int:
+        found = self._select(user_id, Where())
+        return self.delete(user_id, [s.record.id for s in found])
+
+    def query(self, user_id: str, where: Where, limit: int | None = None) -> list[MemoryRecord]:
+        records = [s.record for s in self._select(user_id, where)]
+        return records if limit is None else records[:limit]
+
+    def list_ids(self, user_id: str, where: Where) -> list[str]:
+        return sorted(s.record.id for s in self._select(user_id, where))
+
+    def search(
+        self, user_id: str, vector: Vector, limit: int, where: Where
+    ) -> list[tuple[MemoryRecord, float]]:
+        rows = self._select(user_id, where)
+        if not rows:
+            return []
+        mat = np.stack([s.vector for s in rows])
+        q = np.asarray(vector, dtype=np.float32)
+        norms = np.linalg.norm(mat, axis=1) * max(float(np.linalg.norm(q)), 1e-12)
+        sims = mat @ q / np.maximum(norms, 1e-12)
+        order = np.argsort(-sims, kind="stable")[:limit]
+        return [(rows[i].record, float(sims[i])) for i in order]
+
+    def count(self, user_id: str) -> int:
+        return len(self._select(user_id, Where()))

@@ -1,0 +1,282 @@
+"""`MilvusStore`: the real `VectorStore`, on milvus-lite (a local dir) or a Milvus server.
+
+Layout: one collection per embedding model and dimension (named <prefix>_<slug>_<dim>),
+reached through an alias; `user_id` is the partition key; COSINE metric.
+Rows are replaced by delete-then-insert, never `upsert`: on Milvus 2.3 an upserted row
+in a partition-key collection is found by id but not by a `user_id` filter, so a later
+delete-by-filter would leave it behind (a deleted memory surviving).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from memray.errors import DimensionMismatchError, StoreError, StoreUnavailableError
+from memray.models import MemoryRecord
+from memray.store.base import StoredMemory, Vector, Where
+from memray.store.filters import build_filter
+from memray.store.rows import SCALAR_FIELDS, from_row, to_row
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+_BATCH = 1000
+_QUERY_WINDOW = 16_384  # Milvus' largest offset+limit for one query.
+
+# milvus-lite serves one data dir per process from a shared in-process server; count
+# the users so closing one Memory does not pull the dir from under another.
+_lite_refs: dict[str, int] = {}
+_lite_lock = threading.Lock()
+
+
+def collection_name(prefix: str, model: str, dim: int) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "_", model.lower()).strip("_")[:100] or "model"
+    return f"{prefix}_{slug}_{dim}"
+
+
+def is_lite_uri(uri: str) -> bool:
+    return not re.match(r"^[a-z]+://", uri)
+
+
+class MilvusStore:
+    """A `VectorStore` over pymilvus' `MilvusClient`. No I/O until `open()`."""
+
+    def __init__(
+        self, uri: str, *, model: str, dim: int, alias: str = "memray_memories",
+        prefix: str = "memray", token: str | None = None, timeout_s: float = 10.0,
+    ) -> None:
+        self._uri, self._token, self._timeout = uri, token, timeout_s
+        self._model, self._dim, self._alias = model, dim, alias
+        self._collection = collection_name(prefix, model, dim)
+        self._client: Any = None
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def collection(self) -> str:
+        return self._collection
+
+    # -- lifecycle ---------------------------------------------------------------
+    def open(self) -> None:
+        from pymilvus import MilvusClient
+
+        if is_lite_uri(self._uri):
+            Path(self._uri).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._client = MilvusClient(uri=self._uri, token=self._token or "",
+                                        timeout=self._timeout)
+        except Exception as exc:
+            raise StoreUnavailableError(self._open_error(exc)) from exc
+        if is_lite_uri(self._uri):
+            with _lite_lock:
+                key = str(Path(self._uri).resolve())
+                _lite_refs[key] = _lite_refs.get(key, 0) + 1
+        self._call(self._ensure_collection)
+
+    def _open_error(self, exc: Exception) -> str:
+        text = str(exc)
+        if "lock" in text.lower():
+            return (f"milvus-lite dir {self._uri} is open in another process; one process "
+                    "owns a lite dir (serve it with `milvus-lite server` to share it)")
+        return f"cannot open Milvus at {self._uri}: {text}"
+
+    def close(self) -> None:
+        if self._client is None:
+            return
+        client, self._client = self._client, None
+        client.close()
+        if is_lite_uri(self._uri):
+            self._release_lite()
+
+    def _release_lite(self) -> None:
+        key = str(Path(self._uri).resolve())
+        with _lite_lock:
+            _lite_refs[key] -= 1
+            if _lite_refs[key] > 0:
+                return
+            del _lite_refs[key]
+        from milvus_lite.server_manager import server_manager_instance
+
+        server_manager_instance.release_server(key)
+
+    # -- schema ------------------------------------------------------------------
+    def _ensure_collection(self) -> None:
+        c = self._client
+        target = self._alias_target()
+        if target is None:
+            if not c.has_collection(self._collection):
+                self._create_collection()
+            c.create_alias(collection_name=self._collection, alias=self._alias)
+            target = self._collection
+        self._check_collection(target)
+        c.load_collection(target)
+
+    def _alias_target(self) -> str | None:
+        aliases = set()
+        for name in self._client.list_collections():
+            aliases.update(self._client.list_aliases(collection_name=name).get("aliases", []))
+        if self._alias not in aliases:
+            return None
+        target: str = self._client.describe_alias(alias=self._alias)["collection_name"]
+        return target
+
+    def _check_collection(self, name: str) -> None:
+        """The collection's name records its model and dimension (milvus-lite keeps no
+        collection description), and its vector field must agree with it."""
+        info = self._client.describe_collection(name)
+        dims = [int(f["params"]["dim"]) for f in info["fields"] if f["name"] == "vector"]
+        if name != self._collection or dims != [self._dim]:
+            have = f"{dims[0] if dims else '?'} dims"
+            raise DimensionMismatchError(
+                f"alias {self._alias!r} points to collection {name!r} ({have}), made with "
+                f"another embedding model than the configured {self._model} ({self._dim} dims, "
+                f"collection {self._collection!r}); migrate the data or configure the "
+                "model it was made with"
+            )
+
+    def _create_collection(self) -> None:
+        from pymilvus import DataType
+
+        c = self._client
+        s = c.create_schema(auto_id=False, enable_dynamic_field=False)
+        s.add_field("id", DataType.VARCHAR, is_primary=True, max_length=64)
+        s.add_field("user_id", DataType.VARCHAR, max_length=65535, is_partition_key=True)
+        for name in ("agent_id", "session_id"):
+            s.add_field(name, DataType.VARCHAR, max_length=65535)
+        for name in ("type", "status"):
+            s.add_field(name, DataType.VARCHAR, max_length=32)
+        s.add_field("content", DataType.VARCHAR, max_length=65535)
+        s.add_field("importance", DataType.FLOAT)
+        s.add_field("confidence", DataType.FLOAT)
+        for name in ("created_at", "updated_at", "last_confirmed_at", "expires_at"):
+            s.add_field(name, DataType.INT64)
+        s.add_field("content_hash", DataType.VARCHAR, max_length=64)
+        s.add_field("embedding_model", DataType.VARCHAR, max_length=256)
+        s.add_field("payload", DataType.JSON)
+        s.add_field("vector", DataType.FLOAT_VECTOR, dim=self._dim)
+        ip = c.prepare_index_params()
+        # FLAT: exact. milvus-lite's HNSW with a user filter missed up to half the true top-k.
+        ip.add_index(field_name="vector", index_type="FLAT", metric_type="COSINE")
+        c.create_collection(self._collection, schema=s, index_params=ip,
+                            consistency_level="Strong")
+        log.info("created collection %s (%s, %d dims)", self._collection, self._model, self._dim)
+
+    # -- data --------------------------------------------------------------------
+    def _call(self, fn: Callable[[], T]) -> T:
+        if self._client is None:
+            raise StoreError("store is not open")
+        try:
+            return fn()
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"Milvus call failed: {exc}") from exc
+
+    def insert(self, rows: Sequence[StoredMemory]) -> None:
+        """Insert rows whose ids are new. Use `replace` for ids that may exist."""
+        self._check_rows(rows)
+        data = []
+        for row in rows:
+            item = to_row(row.record)
+            item["vector"] = np.asarray(row.vector, dtype=np.float32).tolist()
+            data.append(item)
+        for i in range(0, len(data), _BATCH):
+            chunk = data[i : i + _BATCH]
+            self._call(lambda chunk=chunk: self._client.insert(self._alias, chunk))
+
+    def replace(self, rows: Sequence[StoredMemory]) -> None:
+        """Delete-then-insert by id; idempotent, so safe to replay after a crash."""
+        self._check_rows(rows)
+        by_user: dict[str, list[str]] = {}
+        for row in rows:
+            by_user.setdefault(row.record.user_id, []).append(row.record.id)
+        for user, ids in by_user.items():
+            self.delete(user, ids)
+        self.insert(rows)
+
+    def _check_rows(self, rows: Sequence[StoredMemory]) -> None:
+        for row in rows:
+            if row.vector.shape != (self._dim,):
+                raise StoreError(f"vector of shape {row.vector.shape}, expected ({self._dim},)")
+            if row.record.embedding_model != self._model:
+                raise StoreError(f"row embedded by {row.record.embedding_model}, "
+                                 f"collection holds {self._model}")
+
+    def delete(self, user_id: str, ids: Sequence[str]) -> int:
+        if not ids:
+            return 0
+        expr = build_filter(user_id, Where(ids=tuple(ids)))
+        existing = self._call(lambda: self._client.query(
+            self._alias, filter=expr, output_fields=["id"], limit=len(ids)))
+        if existing:
+            self._call(lambda: self._client.delete(self._alias, filter=expr))
+        return len(existing)
+
+    def delete_user(self, user_id: str) -> int:
+        n = self.count(user_id)
+        expr = build_filter(user_id, Where())
+        self._call(lambda: self._client.delete(self._alias, filter=expr))
+        return n
+
+    def query(self, user_id: str, where: Where, limit: int | None = None) -> list[MemoryRecord]:
+        rows = self._rows(build_filter(user_id, where), list(SCALAR_FIELDS), limit)
+        return [from_row(r) for r in rows]
+
+    def list_ids(self, user_id: str, where: Where) -> list[str]:
+        return sorted(r["id"] for r in self._rows(build_filter(user_id, where), ["id"], None))
+
+    def _rows(self, expr: str, fields: list[str], limit: int | None) -> list[dict[str, Any]]:
+        """One query when it fits Milvus' result window, else a query iterator."""
+        window = min(limit or _QUERY_WINDOW, _QUERY_WINDOW)
+        rows: list[dict[str, Any]] = self._call(lambda: self._client.query(
+            self._alias, filter=expr, output_fields=fields, limit=window))
+        if len(rows) < window or (limit is not None and limit <= window):
+            return rows
+        rows = self._iterate(expr, fields)
+        return rows if limit is None else rows[:limit]
+
+    def _iterate(self, expr: str, fields: list[str]) -> list[dict[str, Any]]:
+        def run() -> list[dict[str, Any]]:
+            it = self._client.query_iterator(self._alias, batch_size=_BATCH, filter=expr,
+                                             output_fields=fields)
+            out: list[dict[str, Any]] = []
+            try:
+                while batch := it.next():
+                    out.extend(batch)
+            finally:
+                it.close()
+            return out
+
+        return self._call(run)
+
+    def search(
+        self, user_id: str, vector: Vector, limit: int, where: Where
+    ) -> list[tuple[MemoryRecord, float]]:
+        expr = build_filter(user_id, where)
+        data = [np.asarray(vector, dtype=np.float32).tolist()]
+        res = self._call(lambda: self._client.search(
+            self._alias, data=data, filter=expr, limit=limit,
+            output_fields=list(SCALAR_FIELDS), search_params={"metric_type": "COSINE"}))
+        hits = []
+        for hit in res[0]:
+            record = from_row(hit["entity"])
+            if record.user_id != user_id:  # defence in depth: never cross users
+                raise StoreError("store returned a row of another user")
+            hits.append((record, float(hit["distance"])))
+        return hits
+
+    def count(self, user_id: str) -> int:
+        return len(self.list_ids(user_id, Where()))
+
