@@ -13,10 +13,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from milvus_server import MilvusServer  # noqa: E402
+from milvus_server import MilvusServer
 
-from memray.embed.cache import CachedEmbedder  # noqa: E402
-from memray.embed.sentence import SentenceTransformerEmbedder  # noqa: E402
+from memray.embed.cache import CachedEmbedder
+from memray.embed.sentence import SentenceTransformerEmbedder
 
 
 def milvus_server_available() -> bool:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-import signal
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -74,8 +75,6 @@ class MilvusServer:
             os.killpg(pgid, signal.SIGKILL)
             self._proc.wait(timeout=15)
         # The server's own children share the group; make sure none survive.
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         self._proc = None

@@ -52,7 +52,7 @@ class SentenceTransformerEmbedder:
         from sentence_transformers import SentenceTransformer
         from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()
+        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
 
         path = self._path or bundled_model_path()
         try:
@@ -61,8 +61,8 @@ class SentenceTransformerEmbedder:
             raise ConfigError(f"cannot load embedding model from {path}: {exc}") from exc
         if self._fp16 and self._device.startswith("cuda"):
             st = st.half()
-        get_dim = getattr(st, "get_embedding_dimension", None) or getattr(
-            st, "get_sentence_embedding_dimension")
+        get_dim = (getattr(st, "get_embedding_dimension", None)
+                   or st.get_sentence_embedding_dimension)
         dim = get_dim()
         if not dim:
             raise ConfigError(f"model at {path} does not report an embedding dimension")

@@ -35,6 +35,14 @@ _lite_refs: dict[str, int] = {}
 _lite_lock = threading.Lock()
 
 
+class _LiteNoiseFilter(logging.Filter):
+    """milvus-lite's gRPC server lacks AllocTimestamp, which pymilvus calls once while
+    creating an index and then works around; grpc logs that as an ERROR with a traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Method not implemented" not in str(record.args)
+
+
 def collection_name(prefix: str, model: str, dim: int) -> str:
     slug = re.sub(r"[^a-z0-9]+", "_", model.lower()).strip("_")[:100] or "model"
     return f"{prefix}_{slug}_{dim}"
@@ -74,6 +82,9 @@ class MilvusStore:
 
         if is_lite_uri(self._uri):
             Path(self._uri).parent.mkdir(parents=True, exist_ok=True)
+            grpc_log = logging.getLogger("grpc._server")
+            if not any(isinstance(f, _LiteNoiseFilter) for f in grpc_log.filters):
+                grpc_log.addFilter(_LiteNoiseFilter())
         try:
             self._client = MilvusClient(uri=self._uri, token=self._token or "",
                                         timeout=self._timeout)
@@ -193,8 +204,10 @@ class MilvusStore:
             item["vector"] = np.asarray(row.vector, dtype=np.float32).tolist()
             data.append(item)
         for i in range(0, len(data), _BATCH):
-            chunk = data[i : i + _BATCH]
-            self._call(lambda chunk=chunk: self._client.insert(self._alias, chunk))
+            self._insert_chunk(data[i : i + _BATCH])
+
+    def _insert_chunk(self, chunk: list[dict[str, Any]]) -> None:
+        self._call(lambda: self._client.insert(self._alias, chunk))
 
     def replace(self, rows: Sequence[StoredMemory]) -> None:
         """Delete-then-insert by id; idempotent, so safe to replay after a crash."""

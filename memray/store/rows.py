@@ -19,7 +19,11 @@ def to_ms(when: datetime | None) -> int:
 
 
 def from_ms(ms: int) -> datetime | None:
-    return None if not ms else datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return None if not ms else at_ms(ms)
+
+
+def at_ms(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
 def to_row(record: MemoryRecord) -> dict[str, Any]:
@@ -62,9 +66,9 @@ def from_row(row: dict[str, Any]) -> MemoryRecord:
         content=row["content"],
         importance=round(float(row["importance"]), 6),
         confidence=round(float(row["confidence"]), 6),
-        created_at=from_ms(row["created_at"]),
-        updated_at=from_ms(row["updated_at"]),
-        last_confirmed_at=from_ms(row["last_confirmed_at"]),
+        created_at=at_ms(row["created_at"]),
+        updated_at=at_ms(row["updated_at"]),
+        last_confirmed_at=at_ms(row["last_confirmed_at"]),
         expires_at=from_ms(row["expires_at"]),
         content_hash=row["content_hash"],
         embedding_model=row["embedding_model"],

@@ -8,8 +8,14 @@ from pathlib import Path
 import pytest
 
 from memray import (
-    DimensionMismatchError, EmbedderConfig, InvalidInputError, Memory, MemoryConfig,
-    MemoryNotFoundError, NotImplementedYetError, RecallConfig,
+    DimensionMismatchError,
+    EmbedderConfig,
+    InvalidInputError,
+    Memory,
+    MemoryConfig,
+    MemoryNotFoundError,
+    NotImplementedYetError,
+    RecallConfig,
 )
 from memray.embed.cache import CachedEmbedder
 from memray.embed.hashing import HashingEmbedder
@@ -87,7 +93,8 @@ def test_update_reembeds_and_keeps_history(mem: Memory) -> None:
     event = mem.update(mid, "I live in Hangzhou", user_id="alice")
     assert event.op == "UPDATE" and event.previous is not None
     assert event.previous.content == "I live in Shanghai"
-    assert _contents(mem.search("Which city do I live in?", user_id="alice"))[0] == "I live in Hangzhou"
+    hits = mem.search("Which city do I live in?", user_id="alice")
+    assert _contents(hits)[0] == "I live in Hangzhou"
     assert [e.op for e in mem.history(mid, user_id="alice")] == ["ADD", "UPDATE"]
     assert mem.version(user_id="alice") == 2
 

@@ -1,0 +1,76 @@
+"""The `memray` command: `memray demo`, `memray version`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections.abc import Sequence
+
+from memray import __version__
+from memray.config import MemoryConfig
+from memray.core.memory import Memory
+
+SESSION_1 = [
+    {"role": "user", "content": "Hi! I'm Lin, I live in Hangzhou and work as a data engineer."},
+    {"role": "assistant", "content": "Nice to meet you, Lin. How can I help?"},
+    {"role": "user", "content": "I'm allergic to peanuts, so keep that in mind for recipes."},
+    {"role": "assistant", "content": "Got it: no peanuts."},
+    {"role": "user", "content": "I like writing scripts in Python."},
+]
+SESSION_2_QUERIES = [
+    "Can you suggest a snack with peanut butter?",
+    "Which programming language should the examples use?",
+    "Which city is Lin in?",
+]
+
+
+def demo(data_dir: str, user_id: str) -> int:
+    """Two sessions of one user: what session 1 stores, what session 2 recalls."""
+    cfg = MemoryConfig(data_dir=data_dir)
+    print(f"memray {__version__} demo: embedded milvus-lite + all-MiniLM-L6-v2 in {data_dir}/")
+    t0 = time.perf_counter()
+    with Memory(cfg) as m:
+        removed = m.delete_all(user_id=user_id)
+        if removed:
+            print(f"(reset: removed {removed} memories left by an earlier demo run)")
+        print(f"\n== session 1 (opened in {time.perf_counter() - t0:.1f}s): storing ==")
+        result = m.add(SESSION_1, user_id=user_id, session_id="session-1", infer=False)
+        for e in result.events:
+            assert e.memory is not None
+            print(f"  {e.op:<4} {e.memory.id}  {e.memory.content}")
+    print("\n== session 2: a new Memory instance on the same data dir ==")
+    with Memory(cfg) as m:
+        for query in SESSION_2_QUERIES:
+            t = time.perf_counter()
+            hits = m.search(query, user_id=user_id, top_k=2)
+            ms = (time.perf_counter() - t) * 1000
+            print(f"\n  query: {query}   ({ms:.1f} ms)")
+            for h in hits:
+                print(f"    {h.similarity:.2f}  {h.memory.content}")
+        print("\n  prompt section for the first query:\n")
+        section = m.context(SESSION_2_QUERIES[0], user_id=user_id)
+        print("\n".join("    " + line for line in section.splitlines()))
+        print(f"\n  memories held for {user_id}: {len(m.get_all(user_id=user_id).items)}, "
+              f"memory version {m.version(user_id=user_id)}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="memray", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("demo", help="two sessions of one user on the embedded default")
+    d.add_argument("--data-dir", default="memray_data/demo")
+    d.add_argument("--user-id", default="demo-user")
+    sub.add_parser("version", help="print the version")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.command == "version":
+        print(__version__)
+        return 0
+    return demo(args.data_dir, args.user_id)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""Acknowledged writes survive a store outage; replays never resurrect deletions."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from memray import Memory, MemoryConfig
+from memray.embed.hashing import HashingEmbedder
+from memray.errors import StoreError
+from memray.store.base import StoredMemory
+from memray.store.memory import InMemoryStore
+
+
+class FlakyStore(InMemoryStore):
+    """The fake store, with writes failing while `down` is set."""
+
+    down = False
+
+    def replace(self, rows: Sequence[StoredMemory]) -> None:
+        if self.down:
+            raise StoreError("store is down")
+        super().replace(rows)
+
+    def delete(self, user_id: str, ids: Sequence[str]) -> int:
+        if self.down:
+            raise StoreError("store is down")
+        return super().delete(user_id, ids)
+
+
+def memory(tmp_path: Path, store: InMemoryStore) -> Memory:
+    emb = HashingEmbedder(dim=32)
+    return Memory(MemoryConfig(data_dir=str(tmp_path)), embedder=emb, store=store)
+
+
+@pytest.fixture
+def store() -> FlakyStore:
+    return FlakyStore(model="hashing-32", dim=32)
+
+
+def test_write_during_outage_is_applied_on_reopen(tmp_path: Path, store: FlakyStore) -> None:
+    m = memory(tmp_path, store)
+    store.down = True
+    result = m.add("I like tea", user_id="u", infer=False)
+    assert [e.op for e in result.events] == ["ADD"]
+    assert store.count("u") == 0
+    m.close()
+    store.down = False
+    with memory(tmp_path, store) as again:
+        assert [r.content for r in again.get_all(user_id="u").items] == ["I like tea"]
+        assert again.version(user_id="u") == 1
+
+
+def test_queued_ops_apply_in_order_so_a_delete_stays_deleted(
+        tmp_path: Path, store: FlakyStore) -> None:
+    m = memory(tmp_path, store)
+    mid = m.add("I like tea", user_id="u", infer=False).events[0].memory_id
+    store.down = True
+    m.update(mid, "I like green tea", user_id="u")  # queued
+    store.down = False
+    m.delete(mid, user_id="u")  # drains the update first, then deletes
+    assert store.count("u") == 0
+    m.close()
+    with memory(tmp_path, store) as again:
+        assert again.get(mid, user_id="u") is None
+        assert again.history(mid, user_id="u") == []
+        assert again.search("tea", user_id="u", threshold=-1) == []
