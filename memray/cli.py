@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
@@ -64,12 +65,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     d.add_argument("--data-dir", default="memray_data/demo")
     d.add_argument("--user-id", default="demo-user")
     sub.add_parser("version", help="print the version")
+    bench = sub.add_parser("bench", help="benchmarks").add_subparsers(dest="bench",
+                                                                       required=True)
+    r = bench.add_parser("recall", help="in-process recall latency (lite or a server)")
+    r.add_argument("--users", type=int, default=1)
+    r.add_argument("--per-user", type=int, default=10_000)
+    r.add_argument("--queries", type=int, default=200)
+    r.add_argument("--milvus-uri", default=None, help="a Milvus server; default: milvus-lite")
+    r.add_argument("--data-dir", default=None, help="reuse a corpus; default: a temp dir")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if args.command == "version":
         print(__version__)
         return 0
+    if args.command == "bench":
+        return bench_recall(args)
     return demo(args.data_dir, args.user_id)
+
+
+def bench_recall(args: argparse.Namespace) -> int:
+    from memray.bench.recall import RecallBenchArgs, run
+
+    result = run(RecallBenchArgs(users=args.users, per_user=args.per_user,
+                                 queries=args.queries, milvus_uri=args.milvus_uri,
+                                 data_dir=args.data_dir),
+                 progress=lambda line: print(line, file=sys.stderr))
+    print(json.dumps(result, indent=2))
+    return 0
 
 
 if __name__ == "__main__":

@@ -33,6 +33,9 @@ class StoreConfig(BaseModel):
     collection_prefix: str = Field("memray", description="Collection names are "
                                    "<prefix>_<model slug>_<dim>.")
     timeout_s: float = Field(10.0, gt=0, description="Per-call timeout against Milvus, seconds.")
+    strong_window_s: float = Field(
+        10.0, ge=0, description="Reads of a user this process wrote to in the last N seconds "
+        "(and all reads for N seconds after open) use Strong consistency, others Bounded.")
 
 
 class EmbedderConfig(BaseModel):

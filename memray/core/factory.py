@@ -37,7 +37,7 @@ def build_store(cfg: MemoryConfig, settings: Settings, *, model: str, dim: int) 
     s = cfg.store
     return MilvusStore(milvus_uri(cfg, settings), model=model, dim=dim, alias=s.alias,
                        prefix=s.collection_prefix, token=s.milvus_token or settings.milvus_token,
-                       timeout_s=s.timeout_s)
+                       timeout_s=s.timeout_s, strong_window_s=s.strong_window_s)
 
 
 def build_event_log(cfg: MemoryConfig, *, dim: int) -> SQLiteEventLog:

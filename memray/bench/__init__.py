@@ -1,0 +1,1 @@
+"""Benchmarks behind `memray bench ...`. Results go to BENCHMARKS.md with their command."""

@@ -1,0 +1,124 @@
+"""`memray bench recall`: in-process recall latency, and the store's share against the
+embedder's, on the embedded milvus-lite or a Milvus server.
+
+The corpus is synthetic: unit vectors drawn at random and written straight to the store
+(embedding 200k texts would take longer than the measurement and does not change the
+store's work). Queries are real sentences, embedded by the configured model, uncached.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from memray.config import MemoryConfig
+from memray.core.factory import build_embedder, build_store
+from memray.core.ids import new_id
+from memray.core.memory import Memory
+from memray.models import MemoryRecord, MemoryType, content_hash, utcnow
+from memray.settings import load_settings
+from memray.store.base import StoredMemory, VectorStore
+
+
+@dataclass(frozen=True)
+class RecallBenchArgs:
+    users: int = 1
+    per_user: int = 10_000
+    queries: int = 200
+    milvus_uri: str | None = None
+    data_dir: str | None = None
+    seed: int = 0
+
+
+def percentiles(samples_ms: list[float]) -> dict[str, float]:
+    arr = np.asarray(samples_ms)
+    return {f"p{p}": round(float(np.percentile(arr, p)), 2) for p in (50, 95, 99)} | {
+        "mean": round(float(arr.mean()), 2)}
+
+
+def _fill(store: VectorStore, args: RecallBenchArgs, progress: Callable[[str], None]) -> None:
+    rng = np.random.default_rng(args.seed)
+    now = utcnow()
+    batch: list[StoredMemory] = []
+    total = args.users * args.per_user
+    for n in range(total):
+        user = f"user-{n % args.users:05d}"
+        text = f"synthetic memory {n} of {user}"
+        rec = MemoryRecord(id=new_id(), user_id=user, content=text, type=MemoryType.FACT,
+                           created_at=now, updated_at=now, last_confirmed_at=now,
+                           embedding_model=store.model, content_hash=content_hash(text))
+        vec = rng.standard_normal(store.dim).astype(np.float32)
+        batch.append(StoredMemory(rec, vec / np.linalg.norm(vec)))
+        if len(batch) == 5000 or n == total - 1:
+            store.insert(batch)
+            batch = []
+            progress(f"inserted {n + 1}/{total}")
+
+
+class _Timed:  # duck-types Embedder and VectorStore
+    """Wraps an embedder or store and records how long `embed`/`search` took, in ms."""
+
+    def __init__(self, inner: Any, method: str) -> None:
+        self._inner, self._method = inner, method
+        self.samples: list[float] = []
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if name != self._method:
+            return attr
+
+        def timed(*a: Any, **kw: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return attr(*a, **kw)
+            finally:
+                self.samples.append((time.perf_counter() - t0) * 1000)
+
+        return timed
+
+
+def run(args: RecallBenchArgs, progress: Callable[[str], None] = print) -> dict[str, Any]:
+    """Fill (if the corpus is not there yet), reopen, warm up, then time `Memory.search`
+    end to end with the embedder's and the store's share of each call."""
+    data_dir = args.data_dir or tempfile.mkdtemp(prefix="memray-bench-")
+    # strong_window_s=0: no writes happen while timing, so this is the steady state of a
+    # long-running process (the first 10 s after an open read Strong, ~400 ms on Milvus 2.3).
+    store_cfg: dict[str, Any] = {"milvus_uri": args.milvus_uri, "strong_window_s": 0,
+                                 "alias": f"bench_{args.users}x{args.per_user}",
+                                 "collection_prefix": f"bench_{args.users}x{args.per_user}"}
+    cfg = MemoryConfig.model_validate({"data_dir": data_dir, "store": store_cfg,
+                                       "embedder": {"cache_size": 0}})
+    embedder = build_embedder(cfg)
+    embedder.open()
+    store = build_store(cfg, load_settings(), model=embedder.model, dim=embedder.dim)
+    store.open()
+    t = time.perf_counter()
+    if store.count("user-00000") == 0:
+        _fill(store, args, progress)
+        time.sleep(6)  # past Milvus' 5 s bounded staleness, so every row is searched
+    fill_s = time.perf_counter() - t
+    store.close()
+    store = build_store(cfg, load_settings(), model=embedder.model, dim=embedder.dim)
+    timed_embedder, timed_store = _Timed(embedder, "embed"), _Timed(store, "search")
+    total_ms: list[float] = []
+    with Memory(cfg, embedder=timed_embedder, store=timed_store) as m:
+        for i in range(args.queries + 20):
+            q = f"what did the user mention about topic number {i} last week?"
+            t0 = time.perf_counter()
+            m.search(q, user_id=f"user-{i % args.users:05d}")
+            if i >= 20:  # the first 20 are warm-up
+                total_ms.append((time.perf_counter() - t0) * 1000)
+    embed_ms, store_ms = timed_embedder.samples[20:], timed_store.samples[20:]
+    return {
+        "mode": "server" if args.milvus_uri else "lite",
+        "users": args.users, "per_user": args.per_user, "rows": args.users * args.per_user,
+        "queries": args.queries, "fill_s": round(fill_s, 1),
+        "search_ms": percentiles(total_ms), "embed_ms": percentiles(embed_ms),
+        "store_ms": percentiles(store_ms),
+        "store_share": round(sum(store_ms) / sum(total_ms), 3),
+    }
