@@ -55,6 +55,22 @@ def _single_thread_faiss() -> None:
     faiss.omp_set_num_threads(1)
 
 
+def _lite_dir_locked(data_dir: Path) -> bool:
+    """True when another process holds milvus-lite's advisory lock on the dir."""
+    import fcntl
+
+    lock = data_dir / "LOCK"
+    if not lock.exists():
+        return False
+    with open(lock, "a+b") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+    return False
+
+
 def collection_name(prefix: str, model: str, dim: int) -> str:
     slug = re.sub(r"[^a-z0-9]+", "_", model.lower()).strip("_")[:100] or "model"
     return f"{prefix}_{slug}_{dim}"
@@ -116,7 +132,7 @@ class MilvusStore:
 
     def _open_error(self, exc: Exception) -> str:
         text = str(exc)
-        if "lock" in text.lower():
+        if is_lite_uri(self._uri) and _lite_dir_locked(Path(self._uri)):
             return (f"milvus-lite dir {self._uri} is open in another process; one process "
                     "owns a lite dir (serve it with `milvus-lite server` to share it)")
         return f"cannot open Milvus at {self._uri}: {text}"

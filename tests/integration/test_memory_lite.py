@@ -16,6 +16,7 @@ from memray import (
     MemoryNotFoundError,
     NotImplementedYetError,
     RecallConfig,
+    StoreUnavailableError,
 )
 from memray.embed.cache import CachedEmbedder
 from memray.embed.hashing import HashingEmbedder
@@ -233,3 +234,25 @@ def test_from_config_dict_and_yaml(tmp_path: Path) -> None:
     assert Memory.from_config({"data_dir": "z"}).config.data_dir == "z"
     with pytest.raises(ValueError):
         Memory.from_config({"data_dir": "z", "unknown": 1})
+
+
+def test_a_second_process_gets_a_clear_error(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    data = tmp_path / "d"
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time\n"
+         "from memray import Memory, MemoryConfig\n"
+         "from memray.embed.hashing import HashingEmbedder\n"
+         f"m = Memory(MemoryConfig(data_dir={str(data)!r}), embedder=HashingEmbedder()).open()\n"
+         "print('ready', flush=True)\n"
+         "sys.stdin.read()\n"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        with pytest.raises(StoreUnavailableError, match="open in another process"):
+            Memory(MemoryConfig(data_dir=str(data)), embedder=HashingEmbedder()).open()
+    finally:
+        holder.communicate("", timeout=30)
