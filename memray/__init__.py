@@ -2,19 +2,26 @@
 
     from memray import Memory
     with Memory() as m:
-        m.add("I only have time after 9 pm", user_id="alice", infer=False)
+        m.add("I only have time after 9 pm", user_id="alice")
         m.search("when is alice free?", user_id="alice")
 """
 
-from memray.config import EmbedderConfig, MemoryConfig, RecallConfig, StoreConfig
+from memray.config import (
+    EmbedderConfig,
+    LLMConfig,
+    MemoryConfig,
+    RecallConfig,
+    StoreConfig,
+    WriteConfig,
+)
 from memray.core.memory import Memory
 from memray.errors import (
     ConfigError,
     DimensionMismatchError,
+    ExtractionError,
     InvalidInputError,
     MemoryNotFoundError,
     MemrayError,
-    NotImplementedYetError,
     StoreError,
     StoreUnavailableError,
 )
@@ -36,7 +43,9 @@ __all__ = [
     "ConfigError",
     "DimensionMismatchError",
     "EmbedderConfig",
+    "ExtractionError",
     "InvalidInputError",
+    "LLMConfig",
     "Memory",
     "MemoryConfig",
     "MemoryEvent",
@@ -46,12 +55,12 @@ __all__ = [
     "MemoryStatus",
     "MemoryType",
     "MemrayError",
-    "NotImplementedYetError",
     "Page",
     "RecallConfig",
     "SearchHit",
     "StoreConfig",
     "StoreError",
     "StoreUnavailableError",
+    "WriteConfig",
     "__version__",
 ]

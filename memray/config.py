@@ -69,6 +69,9 @@ class RecallConfig(BaseModel):
     w_similarity: float = Field(0.7, ge=0.0)
     w_importance: float = Field(0.2, ge=0.0)
     w_recency: float = Field(0.1, ge=0.0)
+    w_intent: float = Field(0.2, ge=0.0, description="Bonus for memories of the kind the "
+                            "query asks about (time, place, food ...); see core/intent.py.")
+    intent_k: int = Field(3, ge=0, le=64, description="Memories taken per detected intent.")
     half_life_days: dict[str, float | None] = Field(
         default_factory=lambda: {
             "identity": None, "constraint": None, "preference": 90.0, "behavior": 90.0,
@@ -76,6 +79,43 @@ class RecallConfig(BaseModel):
         },
         description="Recency half-life per memory type, days; None never decays.",
     )
+
+
+class LLMConfig(BaseModel):
+    """An OpenAI-compatible chat endpoint (vLLM, ray.serve.llm, or any compatible server)."""
+
+    model_config = _STRICT
+
+    base_url: str = Field(..., description="e.g. http://127.0.0.1:8000/v1")
+    model: str = Field(..., description="Model name as the endpoint knows it.")
+    api_key: str | None = Field(None, description="Bearer token, if the endpoint needs one.")
+    timeout_s: float = Field(30.0, gt=0, description="Per-request timeout, seconds.")
+    max_retries: int = Field(2, ge=0, le=10, description="Retries on timeouts, 5xx, bad JSON.")
+    max_existing: int = Field(10, gt=0, le=50, description="Related memories shown to it.")
+
+
+class WriteConfig(BaseModel):
+    """How `add(..., infer=True)` extracts and resolves facts."""
+
+    model_config = _STRICT
+
+    extractor: Literal["rules", "llm"] = Field(
+        "rules", description="'llm' uses `llm` for facts, with the rules in front for commands.")
+    llm: LLMConfig | None = Field(None, description="Required when extractor is 'llm'.")
+    same_fact_similarity: float = Field(0.85, ge=0, le=1, description="At or above: UPDATE.")
+    grey_band_low: float = Field(0.70, ge=0, le=1, description="Between this and the high "
+                                 "band a judge (LLM if configured, else rules) decides.")
+    extract_every_n_turns: int = Field(6, gt=0, description="Extract once this many turns "
+                                       "are pending, even mid-round.")
+    default_consent: int = Field(2, ge=0, le=2, description="0 nothing, 1 session, 2 persist.")
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.extractor == "llm" and self.llm is None:
+            raise ValueError("write.extractor 'llm' needs write.llm (base_url, model)")
+        if self.grey_band_low > self.same_fact_similarity:
+            raise ValueError("write.grey_band_low must not exceed write.same_fact_similarity")
+        return self
 
 
 class MemoryConfig(BaseModel):
@@ -90,6 +130,7 @@ class MemoryConfig(BaseModel):
     store: StoreConfig = Field(default_factory=StoreConfig)
     embedder: EmbedderConfig = Field(default_factory=EmbedderConfig)
     recall: RecallConfig = Field(default_factory=RecallConfig)
+    write: WriteConfig = Field(default_factory=WriteConfig)
     max_content_chars: int = Field(2000, gt=0, description="Longest memory content accepted.")
     max_messages: int = Field(1000, gt=0, description="Most messages one add() accepts.")
 

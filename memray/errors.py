@@ -3,8 +3,8 @@
     MemrayError
     ├── InvalidInputError (also a ValueError)   bad ids, empty user_id, unknown filter keys ...
     ├── MemoryNotFoundError (also a KeyError)   no such memory *for this user*
-    ├── NotImplementedYetError                  a documented feature that has not landed yet
     ├── ConfigError                             a config that cannot work
+    ├── ExtractionError                         the extractor (LLM) failed; nothing was written
     └── StoreError                              the vector store or event log failed
         ├── DimensionMismatchError              data made by another embedding model/dimension
         └── StoreUnavailableError               the store cannot be reached or opened
@@ -35,12 +35,13 @@ class MemoryNotFoundError(MemrayError, KeyError):
         return str(self.args[0]) if self.args else "memory not found"
 
 
-class NotImplementedYetError(MemrayError, NotImplementedError):
-    """A documented feature whose implementation has not landed yet."""
-
-
 class ConfigError(MemrayError, ValueError):
     """The configuration cannot work (for example an unknown embedder)."""
+
+
+class ExtractionError(MemrayError):
+    """Extraction failed (timeout, HTTP error, invalid JSON); no memory was changed and the
+    turns stay logged, so a later call retries them."""
 
 
 class StoreError(MemrayError):

@@ -64,6 +64,9 @@ class MemoryRecord(BaseModel):
     agent_id: str | None = None
     session_id: str | None = None
     type: MemoryType = MemoryType.FACT
+    slot: str | None = Field(None, description="What the fact is about, e.g. 'city', "
+                             "'availability', 'dislike:cilantro'; one active fact per single-"
+                             "valued slot.")
     content: str
     importance: float = Field(0.5, ge=0.0, le=1.0)
     confidence: float = Field(1.0, ge=0.0, le=1.0)
@@ -120,6 +123,8 @@ class AddResult(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     events: list[MemoryEvent] = Field(default_factory=list)
+    pending_turns: int = Field(0, description="Turns logged but not extracted yet (waiting "
+                               "for the round to complete).")
 
     @property
     def memories(self) -> list[MemoryRecord]:

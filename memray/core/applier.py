@@ -25,11 +25,13 @@ class Applier:
         self._lock = threading.Lock()
 
     def write(self, user_id: str, events: Sequence[MemoryEvent], ops: Sequence[StoreOp], *,
-              purge_ids: Sequence[str] = (), purge_user: bool = False) -> None:
+              purge_ids: Sequence[str] = (), purge_user: bool = False,
+              clear_turns: Sequence[int] = ()) -> None:
         """Durably commit, then apply. Raises StoreError only if the commit itself failed;
         if the store is down the ops stay queued and are retried by the next drain."""
         with self._lock:
-            self._events.commit(user_id, events, ops, purge_ids, purge_user)
+            self._events.commit(user_id, events, ops, purge_ids=purge_ids,
+                                purge_user=purge_user, clear_turns=clear_turns)
             self._drain_locked()
 
     def drain(self) -> bool:

@@ -5,13 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from memray.config import MemoryConfig
+from memray.core.applier import Applier
+from memray.core.resolve import Resolver
+from memray.core.session import SessionMemory
+from memray.core.writepath import WritePath
 from memray.embed.base import Embedder
 from memray.embed.cache import CachedEmbedder
 from memray.embed.hashing import HashingEmbedder
 from memray.embed.sentence import SentenceTransformerEmbedder
+from memray.extract.base import Extractor
+from memray.extract.rules import RuleExtractor
 from memray.settings import Settings
 from memray.store.base import VectorStore
-from memray.store.events import SQLiteEventLog
+from memray.store.events import EventLog, SQLiteEventLog
 from memray.store.milvus import MilvusStore
 
 
@@ -38,6 +44,27 @@ def build_store(cfg: MemoryConfig, settings: Settings, *, model: str, dim: int) 
     return MilvusStore(milvus_uri(cfg, settings), model=model, dim=dim, alias=s.alias,
                        prefix=s.collection_prefix, token=s.milvus_token or settings.milvus_token,
                        timeout_s=s.timeout_s, strong_window_s=s.strong_window_s)
+
+
+def build_extractor(cfg: MemoryConfig) -> Extractor:
+    if cfg.write.extractor == "llm":
+        from memray.extract.llm import LLMExtractor
+
+        assert cfg.write.llm is not None
+        return LLMExtractor(cfg.write.llm, front=RuleExtractor())
+    return RuleExtractor()
+
+
+def build_write_path(cfg: MemoryConfig, *, store: VectorStore, events: EventLog,
+                     applier: Applier, embedder: Embedder, sessions: SessionMemory) -> WritePath:
+    extractor = build_extractor(cfg)
+    judge = getattr(extractor, "judge", None)
+    resolver = Resolver(store, embedder, cfg.write, judge=judge)
+    llm = cfg.write.llm
+    return WritePath(store=store, events=events, applier=applier, extractor=extractor,
+                     resolver=resolver, sessions=sessions,
+                     every_n_turns=cfg.write.extract_every_n_turns,
+                     max_existing=llm.max_existing if llm else 10)
 
 
 def build_event_log(cfg: MemoryConfig, *, dim: int) -> SQLiteEventLog:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -12,13 +13,18 @@ from memray.config import MemoryConfig
 from memray.core import filters as search_filters
 from memray.core import validate
 from memray.core.applier import Applier
-from memray.core.factory import build_embedder, build_event_log, build_store
+from memray.core.factory import build_embedder, build_event_log, build_store, build_write_path
 from memray.core.ids import new_id
+from memray.core.intent import intents
 from memray.core.messages import normalize
+from memray.core.policies import redact
 from memray.core.prompt import prompt_section
 from memray.core.ranking import rank
+from memray.core.resolve import Scope
+from memray.core.session import SessionMemory
+from memray.core.writepath import WritePath
 from memray.embed.base import Embedder
-from memray.errors import MemoryNotFoundError, NotImplementedYetError
+from memray.errors import MemoryNotFoundError
 from memray.models import (
     AddResult,
     MemoryEvent,
@@ -57,6 +63,8 @@ class Memory:
         self._store: VectorStore | None = None
         self._events: EventLog | None = None
         self._applier: Applier | None = None
+        self._writer: WritePath | None = None
+        self._sessions = SessionMemory()
         self._open_lock = threading.Lock()
 
     @classmethod
@@ -82,6 +90,9 @@ class Memory:
                 raise
             self._store, self._events = store, events
             self._applier = Applier(store, events)
+            self._writer = build_write_path(self.config, store=store, events=events,
+                                            applier=self._applier, embedder=self._embedder,
+                                            sessions=self._sessions)
             self._applier.drain()
         return self
 
@@ -90,7 +101,8 @@ class Memory:
             if self._applier is None:
                 return
             assert self._store is not None and self._events is not None
-            self._applier = None
+            self._applier = self._writer = None
+            self._sessions.clear()
             self._store.close()
             self._events.close()
             self._store = self._events = None
@@ -112,28 +124,62 @@ class Memory:
     # -- write -------------------------------------------------------------------
     def add(self, messages: str | Sequence[dict[str, Any]], *, user_id: str,
             session_id: str | None = None, agent_id: str | None = None,
-            metadata: dict[str, Any] | None = None, infer: bool = True) -> AddResult:
+            metadata: dict[str, Any] | None = None, infer: bool = True,
+            consent: int | None = None) -> AddResult:
         """Remember what the user said.
 
+        `infer=True` logs the turns and, once the round is complete (the messages end with
+        an assistant turn, or `messages` is a bare string), every `write.extract_every_n_turns`
+        turns, or at once on a correction / forget / remember command, extracts facts and
+        resolves them against the user's memories (ADD / UPDATE / DELETE / NOOP events).
+        Until then `.pending_turns` says how many turns wait; `flush()` forces extraction.
         `infer=False` stores each non-empty user message as one memory (type "message"),
-        embedding them in one batch; a message whose exact content the user already has as
-        an active memory yields a NOOP. `infer=True` (extraction) is not available yet.
+        embedding them in one batch; an exact repeat of an active memory is a NOOP.
+        PII is redacted from what is stored. `consent`: 0 keep nothing, 1 this session
+        only (in process), 2 persistent (default `write.default_consent`).
         Everything is validated before anything is written.
         """
         uid = validate.user_id(user_id)
         sid = validate.scope_id(session_id, "session_id", required=False)
         aid = validate.scope_id(agent_id, "agent_id", required=False)
         meta = validate.metadata(metadata)
+        level = validate.consent(self.config.write.default_consent if consent is None
+                                 else consent)
         msgs = normalize(messages, max_messages=self.config.max_messages)
-        texts = [(m.index, validate.content(m.content, self.config.max_content_chars))
-                 for m in msgs if m.role == "user" and m.content.strip()]
+        for m in msgs:
+            if m.content.strip():
+                validate.content(m.content, self.config.max_content_chars)
+        if not self.enabled or level == 0:
+            return AddResult()
+        scope = Scope(uid, sid, aid, meta, level)
         if infer:
-            raise NotImplementedYetError(
-                "add(infer=True) needs the extraction write path, which has not landed yet; "
-                "use add(..., infer=False) to store user messages verbatim")
-        if not self.enabled or not texts:
+            _, _, _ = self._parts()
+            assert self._writer is not None
+            complete = isinstance(messages, str) or bool(msgs and msgs[-1].role == "assistant")
+            return self._writer.add(scope, msgs, round_complete=complete)
+        texts = [(m.index, redact(m.content.strip())) for m in msgs
+                 if m.role == "user" and m.content.strip()]
+        if level == 1 or not texts:
             return AddResult()
         return self._add_verbatim(uid, sid, aid, meta, texts)
+
+    def flush(self, *, user_id: str, session_id: str | None = None) -> AddResult:
+        """Extract the session's logged turns now, even mid-round."""
+        uid = validate.user_id(user_id)
+        sid = validate.scope_id(session_id, "session_id", required=False)
+        if not self.enabled:
+            return AddResult()
+        _, _, _ = self._parts()
+        assert self._writer is not None
+        scope = Scope(uid, sid, None, {}, self.config.write.default_consent)
+        return self._writer.add(scope, [], round_complete=True, force=True)
+
+    def session_memories(self, *, user_id: str, session_id: str) -> list[MemoryRecord]:
+        """Facts kept for this session only (consent 1); never persisted."""
+        uid = validate.user_id(user_id)
+        sid = validate.scope_id(session_id, "session_id")
+        assert sid is not None
+        return self._sessions.get(uid, sid)
 
     def _add_verbatim(self, uid: str, sid: str | None, aid: str | None, meta: dict[str, Any],
                       texts: list[tuple[int, str]]) -> AddResult:
@@ -194,6 +240,7 @@ class Memory:
         store, _, applier = self._parts()
         count = store.count(uid)
         applier.write(uid, [], [StoreOp("delete_user", uid)], purge_user=True)
+        self._sessions.drop_user(uid)
         return count
 
     # -- read --------------------------------------------------------------------
@@ -220,12 +267,25 @@ class Memory:
             return []
         store, _, _ = self._parts()
         vector = self._embedder.embed([text])[0]
-        candidates = store.search(uid, vector, max(self.config.recall.candidate_k, cap), where)
-        return rank(candidates, self.config.recall, now=utcnow(), threshold=floor, cap=cap)
+        recall = self.config.recall
+        candidates = store.search(uid, vector, max(recall.candidate_k, cap), where)
+        intent_ids: set[str] = set()
+        for extra in intents(text) if recall.intent_k and recall.w_intent else []:
+            narrowed = replace(where, **{k: v for k, v in extra.items()
+                                         if not getattr(where, k)})
+            hits = store.search(uid, vector, recall.intent_k, narrowed)
+            intent_ids.update(r.id for r, _ in hits)
+            candidates += [h for h in hits if h[0].id not in {c.id for c, _ in candidates}]
+        return rank(candidates, recall, now=utcnow(), threshold=floor, cap=cap,
+                    intent_ids=frozenset(intent_ids))
 
-    def context(self, query: str, *, user_id: str) -> str:
-        """A prompt section of the memories `search` recalls; "" when none apply."""
-        return prompt_section(self.search(query, user_id=user_id))
+    def context(self, query: str, *, user_id: str, session_id: str | None = None) -> str:
+        """A prompt section of the memories `search` recalls, plus this session's
+        session-only facts when `session_id` is given; "" when none apply."""
+        hits = self.search(query, user_id=user_id)
+        session = self.session_memories(user_id=user_id, session_id=session_id) \
+            if session_id is not None else []
+        return prompt_section(hits, session)
 
     def get(self, memory_id: str, *, user_id: str) -> MemoryRecord | None:
         """The memory (any status) if it exists for this user, else None."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memray.models import SearchHit
+from memray.models import MemoryRecord, SearchHit
 
 HEADER = (
     "## What you remember about this user\n"
@@ -11,14 +11,15 @@ HEADER = (
 )
 
 
-def prompt_section(hits: list[SearchHit]) -> str:
-    """One memory a line as `- (YYYY-MM-DD) content`; an empty string when nothing applies."""
-    if not hits:
+def prompt_section(hits: list[SearchHit], session: list[MemoryRecord] | None = None) -> str:
+    """One memory a line as `- (YYYY-MM-DD) content`, session-only facts marked
+    `(this session)`; an empty string when nothing applies."""
+    if not hits and not session:
         return ""
     lines = [HEADER]
-    for hit in hits:
-        m = hit.memory
+    for m in [h.memory for h in hits]:
         day = m.last_confirmed_at.date().isoformat()
-        text = " ".join(m.content.split())
-        lines.append(f"- ({day}) {text}")
+        lines.append(f"- ({day}) {' '.join(m.content.split())}")
+    for m in session or []:
+        lines.append(f"- (this session) {' '.join(m.content.split())}")
     return "\n".join(lines)

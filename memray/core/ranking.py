@@ -20,21 +20,24 @@ def recency(record: MemoryRecord, now: datetime, half_lives: dict[str, float | N
 
 def rank(
     candidates: list[tuple[MemoryRecord, float]], cfg: RecallConfig, *, now: datetime,
-    threshold: float, cap: int,
+    threshold: float, cap: int, intent_ids: frozenset[str] = frozenset(),
 ) -> list[SearchHit]:
     """Drop candidates below `threshold` similarity, score the rest, best `cap` first.
 
-    score = (w_sim * similarity + w_imp * importance + w_rec * recency) / (sum of weights),
-    so it lies in -1..1 like the similarity. Ties keep the store's order.
+    score = (w_sim * similarity + w_imp * importance + w_rec * recency + w_intent * match)
+    / (sum of weights), so it lies in -1..1 like the similarity. Memories in `intent_ids`
+    (the kind of memory the query asks about) pass the threshold and have match = 1.
+    Ties keep the store's order.
     """
-    total = cfg.w_similarity + cfg.w_importance + cfg.w_recency
+    total = cfg.w_similarity + cfg.w_importance + cfg.w_recency + cfg.w_intent
     hits = []
     for record, sim in candidates:
-        if sim < threshold:
+        match = record.id in intent_ids
+        if sim < threshold and not match:
             continue
         rec = recency(record, now, cfg.half_life_days)
         score = (cfg.w_similarity * sim + cfg.w_importance * record.importance
-                 + cfg.w_recency * rec) / total
+                 + cfg.w_recency * rec + cfg.w_intent * match) / total
         hits.append(SearchHit(memory=record, score=round(score, 6), similarity=round(sim, 6)))
     hits.sort(key=lambda h: h.score, reverse=True)
     return hits[:cap]

@@ -73,6 +73,14 @@ def metadata(value: object) -> dict[str, Any]:
     return loaded
 
 
+def consent(value: object) -> int:
+    """0 keep nothing, 1 this session only, 2 persistent."""
+    if isinstance(value, bool) or value not in (0, 1, 2):
+        raise InvalidInputError(f"consent must be 0, 1 or 2, got {value!r}")
+    assert isinstance(value, int)
+    return value
+
+
 def positive_int(value: object, name: str, upper: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= upper:
         raise InvalidInputError(f"{name} must be an integer in 1..{upper}, got {value!r}")

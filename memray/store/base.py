@@ -25,6 +25,7 @@ class Where:
     ids: tuple[str, ...] = ()
     statuses: tuple[str, ...] = ()
     types: tuple[str, ...] = ()
+    slots: tuple[str, ...] = ()
     content_hashes: tuple[str, ...] = ()
     agent_id: str | None = None
     session_id: str | None = None

@@ -19,7 +19,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 from memray.errors import StoreError
-from memray.models import MemoryEvent, MemoryRecord
+from memray.models import MemoryEvent, MemoryRecord, utcnow
 from memray.store.base import StoredMemory
 from memray.store.rows import to_ms
 
@@ -49,9 +49,17 @@ class EventLog(Protocol):
     def close(self) -> None: ...
 
     def commit(self, user_id: str, events: Sequence[MemoryEvent], ops: Sequence[StoreOp],
-               purge_ids: Sequence[str] = (), purge_user: bool = False) -> list[int]:
-        """Atomically: purge history content, append events, queue ops, bump the version.
+               *, purge_ids: Sequence[str] = (), purge_user: bool = False,
+               clear_turns: Sequence[int] = ()) -> list[int]:
+        """Atomically: purge history content (and, with purge_user, logged turns), drop the
+        processed turns, append events, queue ops, bump the version.
         Returns the outbox sequence numbers of `ops`."""
+
+    def log_turns(self, user_id: str, session: str, turns: Sequence[tuple[str, str, str]]) -> None:
+        """Durably append (turn_id, role, content) turns awaiting extraction."""
+
+    def pending_turns(self, user_id: str, session: str) -> list[tuple[int, str, str, str]]:
+        """(seq, turn_id, role, content) of the session's unprocessed turns, oldest first."""
 
     def pending(self) -> list[Pending]:
         """Queued ops not yet marked done, oldest first."""
@@ -75,6 +83,12 @@ CREATE TABLE IF NOT EXISTS outbox (
     records TEXT NOT NULL, vectors BLOB
 );
 CREATE TABLE IF NOT EXISTS versions (user_id TEXT PRIMARY KEY, version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS turns (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    user_id TEXT NOT NULL, session TEXT NOT NULL, turn_id TEXT NOT NULL,
+    role TEXT NOT NULL, content TEXT NOT NULL, at_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS turns_by_session ON turns(user_id, session, seq);
 """
 
 
@@ -108,13 +122,17 @@ class SQLiteEventLog:
         return self._db
 
     def commit(self, user_id: str, events: Sequence[MemoryEvent], ops: Sequence[StoreOp],
-               purge_ids: Sequence[str] = (), purge_user: bool = False) -> list[int]:
+               *, purge_ids: Sequence[str] = (), purge_user: bool = False,
+               clear_turns: Sequence[int] = ()) -> list[int]:
         with self._lock:
             db = self._conn()
             try:
                 db.execute("BEGIN IMMEDIATE")
                 if purge_user:
                     db.execute("DELETE FROM events WHERE user_id = ?", (user_id,))
+                    db.execute("DELETE FROM turns WHERE user_id = ?", (user_id,))
+                db.executemany("DELETE FROM turns WHERE user_id = ? AND seq = ?",
+                               [(user_id, s) for s in clear_turns])
                 for mid in purge_ids:
                     db.execute("DELETE FROM events WHERE user_id = ? AND memory_id = ?",
                                (user_id, mid))
@@ -123,9 +141,10 @@ class SQLiteEventLog:
                     [(user_id, e.memory_id, e.op, to_ms(e.at), e.model_dump_json())
                      for e in events])
                 seqs = [self._queue(db, op) for op in ops]
-                db.execute(
-                    "INSERT INTO versions VALUES (?, 1) ON CONFLICT(user_id) "
-                    "DO UPDATE SET version = version + 1", (user_id,))
+                if events or ops or purge_ids or purge_user:  # a real change
+                    db.execute(
+                        "INSERT INTO versions VALUES (?, 1) ON CONFLICT(user_id) "
+                        "DO UPDATE SET version = version + 1", (user_id,))
                 db.execute("COMMIT")
             except sqlite3.Error as exc:
                 db.execute("ROLLBACK")
@@ -140,6 +159,28 @@ class SQLiteEventLog:
                          (op.user_id, op.kind, json.dumps(list(op.ids)), records, vectors))
         assert cur.lastrowid is not None
         return cur.lastrowid
+
+    def log_turns(self, user_id: str, session: str, turns: Sequence[tuple[str, str, str]]) -> None:
+        now = to_ms(utcnow())
+        with self._lock:
+            db = self._conn()
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                db.executemany(
+                    "INSERT INTO turns(user_id, session, turn_id, role, content, at_ms) "
+                    "VALUES (?,?,?,?,?,?)",
+                    [(user_id, session, tid, role, text, now) for tid, role, text in turns])
+                db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                db.execute("ROLLBACK")
+                raise StoreError(f"turn log write failed: {exc}") from exc
+
+    def pending_turns(self, user_id: str, session: str) -> list[tuple[int, str, str, str]]:
+        with self._lock:
+            rows = self._conn().execute(
+                "SELECT seq, turn_id, role, content FROM turns WHERE user_id = ? AND session = ? "
+                "ORDER BY seq", (user_id, session)).fetchall()
+        return [(int(a), str(b), str(c), str(d)) for a, b, c, d in rows]
 
     def pending(self) -> list[Pending]:
         with self._lock:

@@ -47,6 +47,8 @@ def build_filter(user_id: str, where: Where) -> str:
         parts.append(_in("status", where.statuses))
     if where.types:
         parts.append(_in("type", where.types))
+    if where.slots:
+        parts.append(_in("slot", where.slots))
     if where.content_hashes:
         parts.append(_in("content_hash", where.content_hashes))
     if where.agent_id is not None:

@@ -24,6 +24,8 @@ def _matches(r: MemoryRecord, user_id: str, w: Where) -> bool:
         return False
     if w.types and r.type.value not in w.types:
         return False
+    if w.slots and (r.slot or "") not in w.slots:
+        return False
     if w.content_hashes and r.content_hash not in w.content_hashes:
         return False
     if w.agent_id is not None and (r.agent_id or "") != w.agent_id:

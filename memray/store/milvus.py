@@ -202,6 +202,7 @@ class MilvusStore:
             s.add_field(name, DataType.VARCHAR, max_length=65535)
         for name in ("type", "status"):
             s.add_field(name, DataType.VARCHAR, max_length=32)
+        s.add_field("slot", DataType.VARCHAR, max_length=512)
         s.add_field("content", DataType.VARCHAR, max_length=65535)
         s.add_field("importance", DataType.FLOAT)
         s.add_field("confidence", DataType.FLOAT)

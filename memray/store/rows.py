@@ -8,7 +8,7 @@ from typing import Any
 from memray.models import MemoryRecord
 
 SCALAR_FIELDS = (
-    "id", "user_id", "agent_id", "session_id", "type", "status", "content", "importance",
+    "id", "user_id", "agent_id", "session_id", "type", "slot", "status", "content", "importance",
     "confidence", "created_at", "updated_at", "last_confirmed_at", "expires_at",
     "content_hash", "embedding_model", "payload",
 )
@@ -34,6 +34,7 @@ def to_row(record: MemoryRecord) -> dict[str, Any]:
         "agent_id": record.agent_id or "",
         "session_id": record.session_id or "",
         "type": record.type.value,
+        "slot": record.slot or "",
         "status": record.status.value,
         "content": record.content,
         "importance": record.importance,
@@ -62,6 +63,7 @@ def from_row(row: dict[str, Any]) -> MemoryRecord:
         agent_id=row["agent_id"] or None,
         session_id=row["session_id"] or None,
         type=row["type"],
+        slot=row["slot"] or None,
         status=row["status"],
         content=row["content"],
         importance=round(float(row["importance"]), 6),

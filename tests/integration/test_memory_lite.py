@@ -14,7 +14,6 @@ from memray import (
     Memory,
     MemoryConfig,
     MemoryNotFoundError,
-    NotImplementedYetError,
     RecallConfig,
     StoreUnavailableError,
 )
@@ -165,7 +164,8 @@ def test_threshold_cap_and_ranking(mem: Memory) -> None:
 
 def test_importance_breaks_near_ties(tmp_path: Path, embedder: CachedEmbedder) -> None:
     cfg = MemoryConfig(data_dir=str(tmp_path / "d"),
-                       recall=RecallConfig(w_similarity=0.1, w_importance=0.9, w_recency=0.0))
+                       recall=RecallConfig(w_similarity=0.1, w_importance=0.9, w_recency=0.0,
+                                         w_intent=0.0))
     with Memory(cfg, embedder=embedder) as mem:
         mem.add("I like tea", user_id="u", infer=False)
         low = mem.search("I like tea", user_id="u")[0]
@@ -178,12 +178,6 @@ def test_exact_repeat_is_a_noop(mem: Memory) -> None:
     assert [e.op for e in again.events] == ["NOOP"]
     assert again.events[0].memory_id == first.events[0].memory_id
     assert len(mem.get_all(user_id="u").items) == 1
-
-
-def test_infer_true_is_a_clear_error_for_now(mem: Memory) -> None:
-    with pytest.raises(NotImplementedYetError, match="infer=False"):
-        mem.add("I like tea", user_id="u")
-    assert mem.get_all(user_id="u").items == []
 
 
 def test_bad_input_writes_nothing(mem: Memory) -> None:

@@ -8,7 +8,7 @@ import memray
 
 def test_all_lists_exactly_the_public_names() -> None:
     public = {n for n in dir(memray) if not n.startswith("_")} - {
-        "config", "core", "embed", "errors", "models", "settings", "store"}
+        "config", "core", "embed", "errors", "extract", "models", "settings", "store"}
     assert set(memray.__all__) - {"__version__"} == public
     for name in memray.__all__:
         assert getattr(memray, name) is not None
@@ -24,6 +24,6 @@ def test_import_pulls_in_neither_ray_nor_torch() -> None:
 
 def test_errors_are_one_tree() -> None:
     for name in ("InvalidInputError", "MemoryNotFoundError", "StoreError",
-                 "DimensionMismatchError", "NotImplementedYetError", "ConfigError"):
+                 "DimensionMismatchError", "ExtractionError", "ConfigError"):
         assert issubclass(getattr(memray, name), memray.MemrayError)
     assert issubclass(memray.InvalidInputError, ValueError)

@@ -30,7 +30,7 @@ def test_recency_halves_each_half_life_and_identity_never_decays() -> None:
 
 
 def test_rank_drops_below_threshold_orders_by_score_and_caps() -> None:
-    cfg = RecallConfig(w_similarity=0.5, w_importance=0.5, w_recency=0.0)
+    cfg = RecallConfig(w_similarity=0.5, w_importance=0.5, w_recency=0.0, w_intent=0.0)
     cands = [(rec("a", importance=0.0), 0.9), (rec("b", importance=1.0), 0.6),
              (rec("c"), 0.2), (rec("d", importance=0.5), 0.7)]
     hits = rank(cands, cfg, now=utcnow(), threshold=0.35, cap=2)

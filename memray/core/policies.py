@@ -1,0 +1,116 @@
+"""What must not be stored, and how long what is stored lives.
+
+- PII (Chinese ID numbers, phone numbers, e-mail, bank cards, street addresses) is never
+  stored: facts carrying it are dropped, logged turns and verbatim messages are redacted.
+  Log lines name only the kind of PII, never the text.
+- Consent: 0 keep nothing, 1 this session only (in process), 2 persistent.
+- Probation: inferred or low-confidence facts enter as candidates, recalled only once a
+  later mention confirms them; unconfirmed they retire after 30 days.
+- Lifetimes by type: identity and constraints permanent; task state expires after 7 days;
+  preferences decay in ranking after 90 days (see RecallConfig.half_life_days).
+- Length: one fact is at most about 50 CJK or 200 Latin characters.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from datetime import datetime, timedelta
+
+from memray.extract.base import Fact
+from memray.models import MemorySource, MemoryStatus, MemoryType
+
+log = logging.getLogger(__name__)
+
+_PII: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("email", re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")),
+    ("cn_id", re.compile(r"(?<!\d)\d{17}[\dXx](?![\dXx])")),
+    ("phone", re.compile(r"(?<!\d)(?:\+?86[ -]?)?1[3-9]\d[ -]?\d{4}[ -]?\d{4}(?!\d)|"
+                         r"(?<![\d+])\+\d{1,3}[ -]?\(?\d{1,4}\)?(?:[ -]?\d{2,4}){2,4}(?!\d)|"
+                         r"(?<!\d)\(?\d{3}\)?[ .-]\d{3}[ .-]\d{4}(?!\d)")),
+    ("bank_card", re.compile(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)")),
+    ("street_address", re.compile(
+        r"\b\d{1,6}\s+(?:[A-Z][\w.]*\s+){1,4}(?:Street|St|Road|Rd|Avenue|Ave|Lane|Ln|"
+        r"Boulevard|Blvd|Drive|Dr|Court|Ct|Way|Place|Pl)\b\.?|"
+        r"[\u4e00-\u9fff]{1,12}(?:路|街|大道|巷|弄|胡同)\d+(?:号|弄|栋|幢)|"
+        r"\d+(?:栋|幢|号楼)\d*(?:单元)?\d*(?:室|号)?|小区\S{0,6}\d+(?:栋|幢|号楼|室)")),
+)
+REDACTED = re.compile(r"\[redacted:[a-z_]+\]")
+
+
+def _luhn(digits: str) -> bool:
+    total, alt = 0, False
+    for ch in reversed(digits):
+        d = int(ch)
+        if alt:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total, alt = total + d, not alt
+    return total % 10 == 0
+
+
+def pii_kinds(text: str) -> list[str]:
+    """The kinds of PII found in `text` (bank cards must pass the Luhn check)."""
+    kinds = []
+    for kind, pattern in _PII:
+        for m in pattern.finditer(text):
+            if kind == "bank_card" and not _luhn(re.sub(r"\D", "", m.group())):
+                continue
+            kinds.append(kind)
+            break
+    if REDACTED.search(text):
+        kinds.append("redacted")
+    return kinds
+
+
+def redact(text: str) -> str:
+    """`text` with every PII match replaced by [redacted:<kind>]."""
+    for kind, pattern in _PII:
+        def repl(m: re.Match[str], kind: str = kind) -> str:
+            if kind == "bank_card" and not _luhn(re.sub(r"\D", "", m.group())):
+                return m.group()
+            return f"[redacted:{kind}]"
+        text = pattern.sub(repl, text)
+    return text
+
+
+def weighted_length(text: str) -> int:
+    """CJK characters count 4, others 1, so 50 CJK ~ 200 Latin characters."""
+    return sum(4 if "\u3000" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" else 1
+               for ch in text)
+
+
+MAX_FACT_WEIGHT = 200
+CANDIDATE_CONFIDENCE = 0.6
+CANDIDATE_TTL = timedelta(days=30)
+TASK_TTL = timedelta(days=7)
+
+
+def admit(fact: Fact) -> str | None:
+    """None when the fact may be kept, else the reason it is dropped (no content in it)."""
+    kinds = pii_kinds(fact.content)
+    if kinds:
+        return f"pii:{','.join(kinds)}"
+    if weighted_length(fact.content) > MAX_FACT_WEIGHT:
+        return "too_long"
+    if not fact.content.strip():
+        return "empty"
+    return None
+
+
+def initial_status(fact: Fact) -> MemoryStatus:
+    """Probation for inferred or low-confidence facts."""
+    if fact.source == MemorySource.INFERRED or fact.confidence < CANDIDATE_CONFIDENCE:
+        return MemoryStatus.CANDIDATE
+    return MemoryStatus.ACTIVE
+
+
+def expires_at(mtype: MemoryType, status: MemoryStatus, now: datetime) -> datetime | None:
+    if status == MemoryStatus.CANDIDATE:
+        return now + CANDIDATE_TTL
+    if mtype == MemoryType.TASK_STATE:
+        return now + TASK_TTL
+    return None
+
+
+def log_drop(reason: str, user_hint: str) -> None:
+    log.info("dropped a candidate fact (%s) for user #%s", reason, user_hint)

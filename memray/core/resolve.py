@@ -1,0 +1,270 @@
+"""Resolution: each candidate fact against the same user's memories -> ADD / UPDATE /
+DELETE / NOOP, as a plan of events and store changes (nothing is written here).
+
+Order of evidence: an explicit op from the extractor (the LLM) > the same slot > embedding
+bands (>= same_fact_similarity: the same fact; grey band: a judge decides; below: new).
+A fact in a single-valued slot (city, job, availability ...) that differs from the active
+one supersedes it; so does a correction, and a like/dislike of the same thing.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from memray.config import WriteConfig
+from memray.core import policies
+from memray.core.ids import new_id
+from memray.embed.base import Embedder
+from memray.extract.base import Extraction, Fact, Forget, is_single_valued
+from memray.models import (
+    MemoryEvent,
+    MemoryRecord,
+    MemoryStatus,
+    content_hash,
+)
+from memray.store.base import StoredMemory, Vector, VectorStore, Where
+from memray.store.rows import to_ms
+
+Judge = Callable[[Fact, MemoryRecord], bool]
+_LIVE = (MemoryStatus.ACTIVE.value, MemoryStatus.CANDIDATE.value)
+
+
+def _norm(text: str) -> str:
+    return "".join(ch for ch in unicodedata.normalize("NFKC", text).casefold() if ch.isalnum())
+
+
+def rule_judge(fact: Fact, record: MemoryRecord) -> bool:
+    """Same slot, or same type and one content contains the other."""
+    if fact.slot and record.slot:
+        return fact.slot == record.slot
+    if fact.type != record.type:
+        return False
+    a, b = _norm(fact.content), _norm(record.content)
+    return bool(a and b and (a in b or b in a))
+
+
+def _opposite(slot: str | None) -> str | None:
+    if slot and slot.startswith("like:"):
+        return "dislike:" + slot[5:]
+    if slot and slot.startswith("dislike:"):
+        return "like:" + slot[8:]
+    return None
+
+
+@dataclass
+class Plan:
+    events: list[MemoryEvent] = field(default_factory=list)
+    rows: dict[str, StoredMemory] = field(default_factory=dict)
+    deleted: dict[str, MemoryRecord] = field(default_factory=dict)
+    dropped: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Scope:
+    user_id: str
+    session_id: str | None
+    agent_id: str | None
+    metadata: dict[str, object]
+    consent: int
+
+
+class Resolver:
+    def __init__(self, store: VectorStore, embedder: Embedder, cfg: WriteConfig,
+                 judge: Judge | None = None) -> None:
+        self._store, self._embedder, self._cfg = store, embedder, cfg
+        self._judge = judge or rule_judge
+
+    def embed_one(self, text: str) -> Vector:
+        vec: Vector = self._embedder.embed([text])[0]
+        return vec
+
+    def session_records(self, scope: Scope, facts: Sequence[Fact],
+                        now: datetime) -> list[MemoryRecord]:
+        """Admitted facts as records for session memory (consent 1): never stored."""
+        return [self._record(scope, f, now) for f in facts if policies.admit(f) is None]
+
+    def plan(self, scope: Scope, extraction: Extraction, now: datetime) -> Plan:
+        plan = Plan()
+        for forget in extraction.forgets:
+            self._forget(scope.user_id, forget, plan, now)
+        facts = []
+        for fact in extraction.facts:
+            reason = policies.admit(fact)
+            if reason:
+                plan.dropped.append(reason)
+                policies.log_drop(reason, str(abs(hash(scope.user_id)) % 10_000))
+            else:
+                facts.append(fact)
+        vectors = self._embedder.embed([f.content for f in facts])
+        for fact, vec in zip(facts, vectors, strict=True):
+            self._resolve(scope, fact, vec, plan, now)
+        return plan
+
+    # -- forget ------------------------------------------------------------------
+    def _forget(self, uid: str, forget: Forget, plan: Plan, now: datetime) -> None:
+        for record in self._store.query(uid, Where()):
+            if record.id in plan.deleted or not self._forgotten(record, forget):
+                continue
+            plan.deleted[record.id] = record
+            plan.rows.pop(record.id, None)
+            plan.events.append(MemoryEvent(op="DELETE", memory_id=record.id, user_id=uid,
+                                           previous=record, at=now, reason="forget command"))
+
+    @staticmethod
+    def _forgotten(record: MemoryRecord, forget: Forget) -> bool:
+        if forget.everything:
+            return True
+        slot = record.slot or ""
+        if any(slot == s or (s.endswith(":") and slot.startswith(s)) for s in forget.slots):
+            return True
+        return any(k and k.casefold() in record.content.casefold() for k in forget.keywords)
+
+    # -- facts -------------------------------------------------------------------
+    def _related(self, uid: str, fact: Fact, vec: Vector, plan: Plan,
+                 now: datetime) -> list[tuple[MemoryRecord, float]]:
+        """Live memories to compare with: nearest by vector, same slot, opposite slot,
+        and this plan's own new rows; the latest planned version of each wins."""
+        alive = to_ms(now)
+        found: dict[str, tuple[MemoryRecord, float]] = {}
+        for rec, sim in self._store.search(uid, vec, 5, Where(statuses=_LIVE,
+                                                              alive_at_ms=alive)):
+            found[rec.id] = (rec, sim)
+        slots = tuple(s for s in (fact.slot, _opposite(fact.slot)) if s)
+        if slots:
+            for rec in self._store.query(uid, Where(slots=slots, statuses=_LIVE)):
+                found.setdefault(rec.id, (rec, -1.0))
+        for rid, row in plan.rows.items():
+            if row.record.status.value in _LIVE and row.record.user_id == uid:
+                found[rid] = (row.record, float(row.vector @ vec))
+        out = []
+        for rid, (rec, sim) in found.items():
+            if rid in plan.deleted:
+                continue
+            latest = plan.rows[rid].record if rid in plan.rows else rec
+            if latest.status.value in _LIVE:
+                out.append((latest, sim))
+        return sorted(out, key=lambda p: -p[1])
+
+    def _resolve(self, scope: Scope, fact: Fact, vec: Vector, plan: Plan,
+                 now: datetime) -> None:
+        related = self._related(scope.user_id, fact, vec, plan, now)
+        if fact.op is not None:
+            self._follow_op(scope, fact, vec, related, plan, now)
+            return
+        opposite = _opposite(fact.slot)
+        for rec, _ in related:
+            if opposite and rec.slot == opposite:
+                self._supersede(scope.user_id, rec, plan, now)
+        same = [r for r, _ in related if fact.slot and r.slot == fact.slot]
+        if same and is_single_valued(fact.slot):
+            if any(r.content_hash == content_hash(fact.content) for r in same):
+                self._confirm(scope.user_id, same[0], fact, vec, plan, now)
+                return
+            for rec in same:
+                self._supersede(scope.user_id, rec, plan, now)
+            self._add(scope, fact, vec, plan, now)
+            return
+        if same:
+            self._confirm(scope.user_id, same[0], fact, vec, plan, now)
+            return
+        match = self._match_by_similarity(fact, related)
+        if match is not None:
+            if fact.correction and match.content_hash != content_hash(fact.content):
+                self._supersede(scope.user_id, match, plan, now)
+                self._add(scope, fact, vec, plan, now)
+            else:
+                self._confirm(scope.user_id, match, fact, vec, plan, now)
+            return
+        self._add(scope, fact, vec, plan, now)
+
+    def _match_by_similarity(self, fact: Fact,
+                             related: Sequence[tuple[MemoryRecord, float]]) -> MemoryRecord | None:
+        for rec, sim in related:
+            slots_differ = bool(fact.slot and rec.slot and fact.slot != rec.slot)
+            if sim >= self._cfg.same_fact_similarity and not slots_differ:
+                return rec
+            if sim >= self._cfg.grey_band_low and self._judge(fact, rec):
+                return rec
+        return None
+
+    def _follow_op(self, scope: Scope, fact: Fact, vec: Vector,
+                   related: Sequence[tuple[MemoryRecord, float]], plan: Plan,
+                   now: datetime) -> None:
+        target = next((r for r, _ in related if r.id == fact.target), None)
+        if target is None and fact.target is not None:
+            target = self._lookup(scope.user_id, fact.target, plan)
+        if fact.op == "ADD" or target is None:
+            if fact.op in ("ADD", "UPDATE"):
+                self._add(scope, fact, vec, plan, now)
+            return
+        if fact.op == "UPDATE":
+            self._supersede(scope.user_id, target, plan, now)
+            self._add(scope, fact, vec, plan, now)
+        elif fact.op == "DELETE":
+            plan.deleted[target.id] = target
+            plan.rows.pop(target.id, None)
+            plan.events.append(MemoryEvent(op="DELETE", memory_id=target.id,
+                                           user_id=scope.user_id, previous=target, at=now,
+                                           reason="extractor: delete"))
+        else:
+            plan.events.append(MemoryEvent(op="NOOP", memory_id=target.id,
+                                           user_id=scope.user_id, memory=target, at=now,
+                                           reason="extractor: already known"))
+
+    def _lookup(self, uid: str, mid: str, plan: Plan) -> MemoryRecord | None:
+        if mid in plan.rows:
+            return plan.rows[mid].record
+        found = self._store.query(uid, Where(ids=(mid,), statuses=_LIVE), limit=1)
+        return found[0] if found else None
+
+    # -- plan edits --------------------------------------------------------------
+    def _put(self, uid: str, new: MemoryRecord, old: MemoryRecord | None, vec: Vector,
+             plan: Plan, now: datetime, reason: str) -> None:
+        op = "ADD" if old is None else "UPDATE"
+        plan.rows[new.id] = StoredMemory(new, vec)
+        plan.events.append(MemoryEvent(op=op, memory_id=new.id, user_id=uid, memory=new,
+                                       previous=old, at=now, reason=reason))
+
+    def _existing_vector(self, rec: MemoryRecord, plan: Plan) -> Vector:
+        if rec.id in plan.rows:
+            return plan.rows[rec.id].vector
+        vec: Vector = self._embedder.embed([rec.content])[0]
+        return vec
+
+    def _supersede(self, uid: str, rec: MemoryRecord, plan: Plan, now: datetime) -> None:
+        if rec.status == MemoryStatus.SUPERSEDED or rec.id in plan.deleted:
+            return
+        new = rec.model_copy(update={"status": MemoryStatus.SUPERSEDED, "updated_at": now})
+        self._put(uid, new, rec, self._existing_vector(rec, plan), plan, now, "superseded")
+
+    def _confirm(self, uid: str, rec: MemoryRecord, fact: Fact, vec: Vector, plan: Plan,
+                 now: datetime) -> None:
+        """The same fact again: refresh last_confirmed_at; a candidate becomes active."""
+        update = {"last_confirmed_at": now, "updated_at": now,
+                  "importance": max(rec.importance, fact.importance),
+                  "confidence": max(rec.confidence, fact.confidence),
+                  "source_turn_ids": tuple(dict.fromkeys(rec.source_turn_ids + fact.turn_ids))}
+        if rec.status == MemoryStatus.CANDIDATE:
+            update |= {"status": MemoryStatus.ACTIVE,
+                       "expires_at": policies.expires_at(rec.type, MemoryStatus.ACTIVE, now)}
+        new = rec.model_copy(update=update)
+        self._put(uid, new, rec, self._existing_vector(rec, plan), plan, now, "confirmed")
+
+    def _add(self, scope: Scope, fact: Fact, vec: Vector, plan: Plan, now: datetime) -> None:
+        rec = self._record(scope, fact, now)
+        self._put(scope.user_id, rec, None, vec, plan, now, "new fact")
+
+    def _record(self, scope: Scope, fact: Fact, now: datetime) -> MemoryRecord:
+        status = policies.initial_status(fact)
+        return MemoryRecord(
+            id=new_id(), user_id=scope.user_id, agent_id=scope.agent_id,
+            session_id=scope.session_id, type=fact.type, slot=fact.slot, content=fact.content,
+            importance=fact.importance, confidence=fact.confidence, status=status,
+            source=fact.source, source_turn_ids=fact.turn_ids, source_excerpt=fact.excerpt[:200],
+            created_at=now, updated_at=now, last_confirmed_at=now,
+            expires_at=policies.expires_at(fact.type, status, now), consent=scope.consent,
+            embedding_model=self._embedder.model, content_hash=content_hash(fact.content),
+            metadata=dict(scope.metadata))

@@ -1,0 +1,1 @@
+"""Extractors turn conversation turns into candidate facts and commands."""

@@ -1,0 +1,199 @@
+"""`RuleExtractor`: Chinese and English patterns; the offline default and the cheap first
+layer in front of an LLM. It only keeps what the user states about themselves.
+
+A user turn is split into clauses; each clause is classified into a slot (what the fact
+is about) by the first matching rule; neighbouring clauses of the same slot merge into one
+fact. Clauses that match no rule (small talk, questions) are dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from memray.extract.base import Extraction, Fact, Forget, Turn
+from memray.models import MemoryRecord, MemorySource, MemoryType
+
+_SENTENCE = re.compile(r"(?<=[。！？!?；;\n])|(?<=[.])\s+")
+_CLAUSE = re.compile(r"[，,、]\s*|\s+(?:and|but|so)\s+(?=i\b|i'm\b|my\b)", re.I)
+_QUESTION = re.compile(r"[?？]\s*$|^(?:what|when|where|who|why|how|can|could|would|do|does|"
+                       r"is|are)\b|吗[？?]?$|呢[？?]?$", re.I)
+
+CORRECTION = re.compile(r"现在|搬到|搬去|换工作|换了工作|不再|改成|改为|其实|反而|"
+                        r"\b(?:now|moved to|no longer|actually|anymore|changed|switched|"
+                        r"instead)\b", re.I)
+REMEMBER = re.compile(r"^(?:请)?(?:你)?(?:要)?记住[:：,，]?\s*|^(?:please\s+)?remember"
+                      r"(?:\s+that)?[:,]?\s+", re.I)
+FORGET = re.compile(r"忘掉|忘记|忘了吧|删掉|删除|别再提|不要再提|"
+                    r"\bforget\b|\bdelete\b.*\b(?:know|remember|memor)|\bstop mentioning\b|"
+                    r"\bdon't mention\b.*\bagain\b|\berase\b", re.I)
+_FORGET_ALL = re.compile(r"所有(?:的)?记忆|全部记忆|一切|everything about me|"
+                         r"all (?:of )?(?:my |your )?memor|everything you know about me\s*$",
+                         re.I)
+
+
+@dataclass(frozen=True)
+class Rule:
+    slot: str  # "like:" means "like:<object>"
+    type: MemoryType
+    importance: float
+    pattern: re.Pattern[str]
+
+
+def _r(slot: str, mtype: MemoryType, importance: float, pattern: str) -> Rule:
+    return Rule(slot, mtype, importance, re.compile(pattern, re.I))
+
+
+# First match wins, so negations come before the positive forms they contain.
+RULES: tuple[Rule, ...] = (
+    _r("diet", MemoryType.CONSTRAINT, 0.9,
+       r"过敏|素食|吃素|忌口|不能吃|糖尿病|高血压|乳糖不耐|清真|痛风|"
+       r"\b(?:allergic|allergy|allergies|vegetarian|vegan|gluten|lactose|diabetic|"
+       r"diabetes|halal|kosher|can't eat|cannot eat)\b"),
+    _r("dislike:", MemoryType.PREFERENCE, 0.6,
+       r"(?:不喜欢|讨厌|不吃|别放|不要放|别加|不要加|受不了|不爱)(?P<obj>.+)|"
+       r"\b(?:don't|do not|never) (?:like|eat|want)\s+(?P<obj2>.+)|"
+       r"\b(?:dislike|hate|can't stand|cannot stand)\s+(?P<obj3>.+)|"
+       r"\b(?:no|without)\s+(?P<obj4>\w+)\s+(?:please|for me)\b"),
+    _r("like:", MemoryType.PREFERENCE, 0.5,
+       r"(?:喜欢|爱吃|爱喝|爱|偏好|最爱|热爱)(?P<obj>.+)|"
+       r"\b(?:like|love|enjoy|prefer|adore)\s+(?P<obj2>.+)|"
+       r"\b(?:fan of|favou?rite \w+ is)\s+(?P<obj3>.+)"),
+    _r("name", MemoryType.IDENTITY, 0.9,
+       r"我叫|我的名字|\bmy name is\b|\bcall me\b|\bi'm called\b"),
+    _r("family:", MemoryType.IDENTITY, 0.8,
+       r"我(?:的)?(?P<obj>女儿|儿子|妻子|老婆|丈夫|老公|妈妈|爸爸|母亲|父亲|孩子|男朋友|女朋友)|"
+       r"\bmy (?P<obj2>wife|husband|daughter|son|kids?|children|mother|mom|father|dad|"
+       r"partner|boyfriend|girlfriend)\b"),
+    _r("city", MemoryType.IDENTITY, 0.8,
+       r"我住在|我在\S{1,6}(?:住|生活)|搬到|搬去|定居|"
+       r"\b(?:i live in|i'm living in|i moved to|i've moved to|based in|relocated to)\b"),
+    _r("hometown", MemoryType.IDENTITY, 0.6,
+       r"我来自|老家|\b(?:i'm from|i am from|i grew up in)\b"),
+    _r("availability", MemoryType.CONSTRAINT, 0.7,
+       r"有空|没空|空闲|有时间|没时间|早九晚六|朝九晚五|九九六|996|点以后|点之后|点以前|点前|"
+       r"周末|工作日|作息|上班时间|下班|加班|"
+       r"\b(?:free|available|busy|unavailable|weekdays?|weekends?|evenings?|mornings?|"
+       r"nights?|working hours|office hours|\d{1,2}\s*(?:am|pm)|\d{1,2}\s*(?:to|-)\s*\d{1,2})\b"),
+    _r("job", MemoryType.IDENTITY, 0.8,
+       r"换工作|换了工作|我的工作|我的职业|(?:我是|是一名|是一个)\S{0,8}(?:工程师|医生|老师|律师|设计师|"
+       r"学生|经理|程序员|护士|会计|研究员)|我在\S{1,12}(?:工作|上班)|"
+       r"\b(?:i work as|i work at|i work for|my job|i'm an? \w+ (?:engineer|developer|"
+       r"doctor|teacher|lawyer|designer|student|manager|nurse|researcher)|i changed jobs|"
+       r"new job)\b"),
+    _r("task", MemoryType.TASK_STATE, 0.5,
+       r"正在|在做|在写|在准备|在搞|截止|这周要|下周要|"
+       r"\b(?:i'm working on|i am working on|currently (?:building|writing|preparing|working)|"
+       r"deadline|due (?:on|by)|this week i need|i need to finish)\b"),
+)
+
+# What a forget command may name, mapped to slots.
+TOPICS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = tuple(
+    (re.compile(p, re.I), slots) for p, slots in (
+        (r"工作时间|作息|时间安排|空闲|有空|上班时间|日程|working hours|schedule|availability|"
+         r"free time|when i'm free|hours", ("availability",)),
+        (r"住|城市|居住|搬家|\bwhere i live\b|\bcity\b|\blocation\b|\baddress\b", ("city",)),
+        (r"工作|职业|\bjob\b|\bwork\b|\bcareer\b", ("job",)),
+        (r"名字|\bname\b", ("name",)),
+        (r"家人|家庭|\bfamily\b", ("family:",)),
+        (r"饮食|口味|吃|过敏|\bdiet\b|\bfood\b|\ballerg", ("diet", "like:", "dislike:")),
+        (r"喜好|爱好|偏好|\bpreferences?\b|\blikes?\b", ("like:", "dislike:")),
+        (r"任务|项目|\btasks?\b|\bprojects?\b", ("task",)),
+    ))
+
+_EDGE = " \t\n;；。.!！"
+_OBJ_TRIM = re.compile(r"^[\s的了着过是用]+|[\s。！？!?.，,；;了啊呀吧呢]+$")
+
+
+def clauses(text: str) -> list[str]:
+    out = []
+    for sentence in _SENTENCE.split(text):
+        out += [c.strip(_EDGE) for c in _CLAUSE.split(sentence) if c and c.strip(_EDGE)]
+    return out
+
+
+def _object(match: re.Match[str]) -> str:
+    for key in ("obj", "obj2", "obj3", "obj4"):
+        value = match.groupdict().get(key)
+        if value:
+            return _OBJ_TRIM.sub("", value).casefold()[:40]
+    return ""
+
+
+def classify(clause: str) -> tuple[Rule, str] | None:
+    """The first rule matching the clause, with the slot it names."""
+    for rule in RULES:
+        m = rule.pattern.search(clause)
+        if m:
+            obj = _object(m) if rule.slot.endswith(":") else ""
+            if rule.slot.endswith(":") and not obj:
+                continue
+            return rule, rule.slot + obj if rule.slot.endswith(":") else rule.slot
+    return None
+
+
+def forget_command(turn: Turn) -> Forget | None:
+    text = turn.content
+    if not FORGET.search(text):
+        return None
+    if _FORGET_ALL.search(text):
+        return Forget(everything=True, turn_id=turn.id)
+    slots: list[str] = []
+    for pattern, group in TOPICS:  # specific topics first; a matched span is used up
+        if pattern.search(text):
+            slots += group
+            text = pattern.sub(" ", text)
+    return Forget(slots=tuple(dict.fromkeys(slots)), turn_id=turn.id)
+
+
+class RuleExtractor:
+    """Deterministic, offline, Chinese and English. See the module docstring."""
+
+    def is_urgent(self, text: str) -> bool:
+        return bool(CORRECTION.search(text) or REMEMBER.search(text.strip())
+                    or FORGET.search(text))
+
+    def extract(self, turns: Sequence[Turn], existing: Sequence[MemoryRecord]) -> Extraction:
+        result = Extraction()
+        for turn in turns:
+            if turn.role != "user":
+                continue  # never keep the assistant's words or reasoning as user facts
+            forget = forget_command(turn)
+            if forget is not None:
+                result.forgets.append(forget)
+                continue  # a forget message is never itself a fact
+            result.facts.extend(self._facts(turn))
+        return result
+
+    def _facts(self, turn: Turn) -> list[Fact]:
+        text = turn.content.strip()
+        remember = REMEMBER.search(text)
+        if remember:
+            text = text[remember.end():]
+        correction = bool(CORRECTION.search(text))
+        facts: list[Fact] = []
+        groups: list[tuple[Rule, str, list[str]]] = []
+        for clause in clauses(text):
+            if _QUESTION.search(clause):
+                continue
+            found = classify(clause)
+            if found is None:
+                continue
+            rule, slot = found
+            if groups and groups[-1][1] == slot:
+                groups[-1][2].append(clause)
+            else:
+                groups.append((rule, slot, [clause]))
+        joiner = "，" if re.search(r"[\u4e00-\u9fff]", text) else ", "
+        for rule, slot, parts in groups:
+            content = joiner.join(parts)
+            facts.append(Fact(content=content, type=rule.type, slot=slot,
+                              importance=min(1.0, rule.importance + (0.2 if remember else 0)),
+                              confidence=0.9, source=MemorySource.USER_STATED,
+                              correction=correction, turn_ids=(turn.id,),
+                              excerpt=content[:200]))
+        if remember and not facts and text:
+            facts.append(Fact(content=text, type=MemoryType.FACT, importance=0.8,
+                              confidence=1.0, turn_ids=(turn.id,), excerpt=text[:200]))
+        return facts

@@ -1,0 +1,216 @@
+"""The write path through the public API on the embedded default with the rule extractor,
+each scenario in English and in Chinese."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memray import Memory, MemoryConfig, MemoryStatus
+from memray.embed.cache import CachedEmbedder
+
+EN = {
+    "intro": "I'm only free after 9 pm; I like writing scripts in Python",
+    "ask_time": "When would suit a deep-work discussion?",
+    "correction": "I changed jobs, now 9 to 6, evenings are busy",
+    "forget": "Delete everything you remember about my working hours",
+    "paraphrases": ["I don't eat cilantro", "I hate cilantro", "No cilantro please"],
+    "live": "I live in Shanghai", "moved": "I moved to Hangzhou",
+    "ask_city": "Which city do I live in?",
+    "pii": "My email is lin.w@example.com and my phone is 138 1234 5678",
+    "small_talk": ["hi, how are you?", "thanks, that was helpful!", "What's the weather?"],
+}
+ZH = {
+    "intro": "我平时晚上九点以后才有空，喜欢用 Python 写脚本",
+    "ask_time": "什么时候适合进行深度工作讨论？",
+    "correction": "我现在换工作了，早九晚六，晚上反而没空了",
+    "forget": "把我关于工作时间的记忆全部删掉",
+    "paraphrases": ["我不吃香菜", "我讨厌香菜", "别放香菜"],
+    "live": "我住在上海", "moved": "我搬到杭州了",
+    "ask_city": "我住在哪个城市？",
+    "pii": "我的邮箱是 lin.w@example.com，手机号 13812345678",
+    "small_talk": ["你好呀", "谢谢，很有帮助！", "今天天气怎么样？"],
+}
+HOUR_WORDS = ["9 pm", "9 to 6", "evenings", "九点", "早九晚六", "晚上"]
+
+
+@pytest.fixture(params=["en", "zh"])
+def lang(request: pytest.FixtureRequest) -> dict[str, object]:
+    return EN if request.param == "en" else ZH
+
+
+@pytest.fixture
+def cfg(tmp_path: Path) -> MemoryConfig:
+    return MemoryConfig(data_dir=str(tmp_path / "d"))
+
+
+@pytest.fixture
+def mem(cfg: MemoryConfig, embedder: CachedEmbedder) -> Iterator[Memory]:
+    with Memory(cfg, embedder=embedder) as m:
+        yield m
+
+
+def say(m: Memory, user: str, text: str, session: str = "s1") -> list[tuple[str, str]]:
+    result = m.add([{"role": "user", "content": text},
+                    {"role": "assistant", "content": "OK."}], user_id=user, session_id=session)
+    return [(e.op, (e.memory or e.previous).content) for e in result.events]  # type: ignore[union-attr]
+
+
+def active(m: Memory, user: str, slot: str | None = None) -> list[str]:
+    return [r.content for r in m.get_all(user_id=user).items
+            if r.status == MemoryStatus.ACTIVE and (slot is None or r.slot == slot)]
+
+
+def test_cross_session_recall(lang: dict, cfg: MemoryConfig, embedder: CachedEmbedder) -> None:  # type: ignore[type-arg]
+    with Memory(cfg, embedder=embedder) as first:
+        ops = say(first, "lin", lang["intro"])
+        assert [op for op, _ in ops] == ["ADD", "ADD"]
+    with Memory(cfg, embedder=embedder) as second:  # a new session after a restart
+        hits = second.search(lang["ask_time"], user_id="lin")
+        assert hits and hits[0].memory.slot == "availability"
+        assert hits[0].memory.content == lang["intro"].split(";")[0].split("，")[0]
+        assert "availability" in [h.memory.slot for h in hits]
+        section = second.context(lang["ask_time"], user_id="lin")
+        assert hits[0].memory.content in section
+
+
+def test_correction_leaves_one_active_availability(lang: dict, mem: Memory) -> None:  # type: ignore[type-arg]
+    say(mem, "lin", lang["intro"])
+    ops = say(mem, "lin", lang["correction"], session="s2")
+    assert ("UPDATE", lang["intro"].split(";")[0].split("，")[0]) in ops
+    assert len(active(mem, "lin", "availability")) == 1
+    records = mem.get_all(user_id="lin").items
+    old = [r for r in records if r.slot == "availability" and r.status == "superseded"]
+    assert len(old) == 1
+    assert [e.op for e in mem.history(old[0].id, user_id="lin")] == ["ADD", "UPDATE"]
+    hits = mem.search(lang["ask_time"], user_id="lin", threshold=-1, top_k=20)
+    assert old[0].id not in [h.memory.id for h in hits]  # superseded is never recalled
+
+
+def test_forgetting_is_complete_and_final(lang: dict, cfg: MemoryConfig,  # type: ignore[type-arg]
+                                          embedder: CachedEmbedder) -> None:
+    with Memory(cfg, embedder=embedder) as m:
+        say(m, "lin", lang["intro"])
+        say(m, "lin", lang["correction"], session="s2")
+        ops = say(m, "lin", lang["forget"], session="s3")
+        assert [op for op, _ in ops] == ["DELETE", "DELETE"]
+        _assert_no_hours(m)
+        assert active(m, "lin", "availability") == []
+        assert any("Python" in c for c in active(m, "lin"))  # the rest stays
+    with Memory(cfg, embedder=embedder) as again:  # nor after a restart
+        _assert_no_hours(again)
+
+
+def _assert_no_hours(m: Memory) -> None:
+    dump = str(list(m.export(user_id="lin")))
+    for word in HOUR_WORDS:
+        assert word not in dump, word
+    for hit in m.search("when am I free in the evening 晚上", user_id="lin", threshold=-1,
+                        top_k=50):
+        assert all(w not in hit.memory.content for w in HOUR_WORDS)
+        for event in m.history(hit.memory.id, user_id="lin"):
+            assert all(w not in event.model_dump_json() for w in HOUR_WORDS)
+
+
+def test_paraphrases_collapse_to_one_memory(lang: dict, mem: Memory) -> None:  # type: ignore[type-arg]
+    for i, text in enumerate(lang["paraphrases"]):
+        say(mem, "lin", text, session=f"s{i}")
+    kept = active(mem, "lin")
+    assert kept == [lang["paraphrases"][0]]
+    record = mem.get_all(user_id="lin").items[0]
+    assert len(record.source_turn_ids) == 3  # each mention confirmed it
+
+
+def test_moving_updates_the_city(lang: dict, mem: Memory) -> None:  # type: ignore[type-arg]
+    say(mem, "lin", lang["live"])
+    say(mem, "lin", lang["moved"], session="s2")
+    assert active(mem, "lin", "city") == [lang["moved"]]
+    assert mem.search(lang["ask_city"], user_id="lin")[0].memory.content == lang["moved"]
+
+
+def test_pii_is_never_stored(lang: dict, mem: Memory) -> None:  # type: ignore[type-arg]
+    say(mem, "lin", lang["pii"])
+    mem.add(lang["pii"], user_id="lin", infer=False)
+    dump = str(list(mem.export(user_id="lin")))
+    assert "lin.w@example.com" not in dump
+    assert "1234 5678" not in dump and "13812345678" not in dump
+
+
+def test_pii_never_reaches_the_logs(mem: Memory, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("DEBUG")
+    say(mem, "lin", "I live at 221 Baker Street, email me at lin.w@example.com")
+    assert "example.com" not in caplog.text and "Baker" not in caplog.text
+
+
+def test_small_talk_is_not_stored(lang: dict, mem: Memory) -> None:  # type: ignore[type-arg]
+    for text in lang["small_talk"]:
+        assert say(mem, "lin", text) == []
+    assert mem.get_all(user_id="lin").items == []
+
+
+def test_another_user_saying_the_same_never_touches_the_first(
+        lang: dict, mem: Memory) -> None:  # type: ignore[type-arg]
+    say(mem, "alice", lang["intro"])
+    before = {r.id: r for r in mem.get_all(user_id="alice").items}
+    say(mem, "bob", lang["intro"])
+    say(mem, "bob", lang["correction"])
+    say(mem, "bob", lang["forget"])
+    assert {r.id: r for r in mem.get_all(user_id="alice").items} == before
+    assert mem.version(user_id="alice") == 1
+
+
+def test_trigger_waits_for_the_round_unless_urgent(mem: Memory) -> None:
+    first = mem.add([{"role": "user", "content": "I like green tea"}], user_id="u",
+                    session_id="s")
+    assert first.events == [] and first.pending_turns == 1
+    done = mem.add([{"role": "assistant", "content": "Nice."}], user_id="u", session_id="s")
+    assert [e.op for e in done.events] == ["ADD"] and done.pending_turns == 0
+    urgent = mem.add([{"role": "user", "content": "I moved to Hangzhou"}], user_id="u",
+                     session_id="s")
+    assert [e.op for e in urgent.events] == ["ADD"]
+
+
+def test_every_n_turns_and_flush(tmp_path: Path, embedder: CachedEmbedder) -> None:
+    cfg = MemoryConfig.model_validate({"data_dir": str(tmp_path),
+                                       "write": {"extract_every_n_turns": 3}})
+    with Memory(cfg, embedder=embedder) as m:
+        for text in ("I like tea", "I like jazz"):
+            assert m.add([{"role": "user", "content": text}], user_id="u",
+                         session_id="s").events == []
+        third = m.add([{"role": "user", "content": "I like chess"}], user_id="u",
+                      session_id="s")
+        assert sorted(e.memory.content for e in third.events if e.memory) == [
+            "I like chess", "I like jazz", "I like tea"]
+        m.add([{"role": "user", "content": "I love hiking"}], user_id="u", session_id="s")
+        assert [e.op for e in m.flush(user_id="u", session_id="s").events] == ["ADD"]
+
+
+def test_pending_turns_survive_a_restart(cfg: MemoryConfig, embedder: CachedEmbedder) -> None:
+    with Memory(cfg, embedder=embedder) as m:
+        m.add([{"role": "user", "content": "I like green tea"}], user_id="u", session_id="s")
+    with Memory(cfg, embedder=embedder) as m:
+        done = m.add([{"role": "assistant", "content": "Nice."}], user_id="u", session_id="s")
+        assert [e.memory.content for e in done.events if e.memory] == ["I like green tea"]
+
+
+def test_consent_levels(mem: Memory) -> None:
+    assert mem.add("I like tea", user_id="u", consent=0).events == []
+    session_only = mem.add("I like coffee", user_id="u", session_id="s", consent=1)
+    assert [e.op for e in session_only.events] == ["ADD"]
+    assert mem.get_all(user_id="u").items == []
+    assert [r.content for r in mem.session_memories(user_id="u", session_id="s")] == [
+        "I like coffee"]
+    assert "(this session) I like coffee" in mem.context("drinks", user_id="u", session_id="s")
+    mem.add("I like juice", user_id="u", consent=2)
+    assert active(mem, "u") == ["I like juice"]
+    with pytest.raises(ValueError):
+        mem.add("x", user_id="u", consent=3)
+
+
+def test_task_state_expires_in_a_week(mem: Memory) -> None:
+    say(mem, "u", "I'm working on a tax report due Friday")
+    record = mem.get_all(user_id="u").items[0]
+    assert record.expires_at is not None
+    assert (record.expires_at - record.created_at).days == 7

@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import pytest
+
+from memray.extract.base import Turn
+from memray.extract.rules import RuleExtractor
+
+X = RuleExtractor()
+
+
+def facts(text: str) -> list[tuple[str | None, str, str]]:
+    out = X.extract([Turn("s:0", "user", text)], [])
+    return [(f.slot, f.type.value, f.content) for f in out.facts]
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("I'm only free after 9 pm; I like writing scripts in Python",
+     [("availability", "constraint", "I'm only free after 9 pm"),
+      ("like:writing scripts in python", "preference", "I like writing scripts in Python")]),
+    ("我平时晚上九点以后才有空，喜欢用 Python 写脚本",
+     [("availability", "constraint", "我平时晚上九点以后才有空"),
+      ("like:python 写脚本", "preference", "喜欢用 Python 写脚本")]),
+    ("我不吃香菜", [("dislike:香菜", "preference", "我不吃香菜")]),
+    ("我讨厌香菜", [("dislike:香菜", "preference", "我讨厌香菜")]),
+    ("别放香菜", [("dislike:香菜", "preference", "别放香菜")]),
+    ("I don't eat cilantro", [("dislike:cilantro", "preference", "I don't eat cilantro")]),
+    ("I'm allergic to peanuts", [("diet", "constraint", "I'm allergic to peanuts")]),
+    ("我对花生过敏", [("diet", "constraint", "我对花生过敏")]),
+    ("My name is Lin", [("name", "identity", "My name is Lin")]),
+    ("我叫林小明，是一名数据工程师", [("name", "identity", "我叫林小明"),
+                                      ("job", "identity", "是一名数据工程师")]),
+    ("I live in Shanghai", [("city", "identity", "I live in Shanghai")]),
+    ("我搬到杭州了", [("city", "identity", "我搬到杭州了")]),
+    ("My daughter is called Mia", [("family:daughter", "identity", "My daughter is called Mia")]),
+    ("I'm working on a tax report due Friday",
+     [("task", "task_state", "I'm working on a tax report due Friday")]),
+])
+def test_facts_in_both_languages(text: str, want: list[tuple[str, str, str]]) -> None:
+    assert facts(text) == want
+
+
+@pytest.mark.parametrize("text", ["hi, how are you?", "thanks!", "今天天气不错",
+                                  "What's the weather like tomorrow?", "你觉得呢？", "ok"])
+def test_small_talk_and_questions_are_not_facts(text: str) -> None:
+    assert facts(text) == []
+
+
+def test_assistant_turns_are_never_facts() -> None:
+    out = X.extract([Turn("s:1", "assistant", "I love Python and I live in Paris")], [])
+    assert out.facts == [] and out.forgets == []
+
+
+@pytest.mark.parametrize(("text", "slots"), [
+    ("Delete everything you remember about my working hours", ("availability",)),
+    ("把我关于工作时间的记忆全部删掉", ("availability",)),
+    ("别再提我住在哪里了", ("city",)),
+    ("forget what you know about my diet", ("diet", "like:", "dislike:")),
+])
+def test_forget_commands_name_slots_and_are_not_facts(text: str, slots: tuple[str, ...]) -> None:
+    out = X.extract([Turn("s:0", "user", text)], [])
+    assert out.facts == []
+    assert [f.slots for f in out.forgets] == [slots]
+    assert X.is_urgent(text)
+
+
+def test_forget_everything() -> None:
+    out = X.extract([Turn("s:0", "user", "忘掉你关于我的所有记忆")], [])
+    assert out.forgets[0].everything
+
+
+def test_corrections_and_remember_commands() -> None:
+    out = X.extract([Turn("s:0", "user", "我现在换工作了，早九晚六，晚上反而没空了")], [])
+    assert [(f.slot, f.content, f.correction) for f in out.facts] == [
+        ("job", "我现在换工作了", True), ("availability", "早九晚六，晚上反而没空了", True)]
+    assert X.is_urgent("I moved to Hangzhou") and X.is_urgent("actually I prefer tea")
+    assert not X.is_urgent("I like tea")
+    remembered = X.extract([Turn("s:0", "user", "记住：周五前交季度报告")], [])
+    assert X.is_urgent("记住：周五前交季度报告")
+    assert [f.content for f in remembered.facts] == ["周五前交季度报告"]
+    assert remembered.facts[0].importance >= 0.7
