@@ -14,16 +14,23 @@ from memray.config import MemoryConfig
 from memray.core.memory import Memory
 
 SESSION_1 = [
-    {"role": "user", "content": "Hi! I'm Lin, I live in Hangzhou and work as a data engineer."},
-    {"role": "assistant", "content": "Nice to meet you, Lin. How can I help?"},
-    {"role": "user", "content": "I'm allergic to peanuts, so keep that in mind for recipes."},
-    {"role": "assistant", "content": "Got it: no peanuts."},
-    {"role": "user", "content": "I like writing scripts in Python."},
+    [{"role": "user", "content": "Hi! My name is Lin. I live in Shanghai."},
+     {"role": "assistant", "content": "Nice to meet you, Lin. How can I help?"}],
+    [{"role": "user", "content": "I'm allergic to peanuts. I'm only free after 9 pm, "
+                                 "and I like writing scripts in Python."},
+     {"role": "assistant", "content": "Got it: no peanuts, evenings after 9."}],
+    [{"role": "user", "content": "By the way, how's the weather today?"},
+     {"role": "assistant", "content": "Sunny."}],
+    [{"role": "user", "content": "I moved to Hangzhou last month, my email is lin@example.com"},
+     {"role": "assistant", "content": "Noted."}],
+    [{"role": "user", "content": "我不吃香菜"}, {"role": "assistant", "content": "好的。"}],
+    [{"role": "user", "content": "别放香菜"}, {"role": "assistant", "content": "记住了。"}],
 ]
 SESSION_2_QUERIES = [
     "Can you suggest a snack with peanut butter?",
-    "Which programming language should the examples use?",
-    "Which city is Lin in?",
+    "When would suit a deep-work discussion?",
+    "Which city do I live in?",
+    "晚饭做什么菜？",
 ]
 
 
@@ -36,12 +43,19 @@ def demo(data_dir: str, user_id: str) -> int:
         removed = m.delete_all(user_id=user_id)
         if removed:
             print(f"(reset: removed {removed} memories left by an earlier demo run)")
-        print(f"\n== session 1 (opened in {time.perf_counter() - t0:.1f}s): storing ==")
-        result = m.add(SESSION_1, user_id=user_id, session_id="session-1", infer=False)
-        for e in result.events:
-            assert e.memory is not None
-            print(f"  {e.op:<4} {e.memory.id}  {e.memory.content}")
-    print("\n== session 2: a new Memory instance on the same data dir ==")
+        print(f"\n== session 1 (opened in {time.perf_counter() - t0:.1f}s): "
+              "each round is extracted and resolved ==")
+        for round_ in SESSION_1:
+            print(f"\n  user: {round_[0]['content']}")
+            result = m.add(round_, user_id=user_id, session_id="session-1")
+            for e in result.events:
+                rec = e.memory or e.previous
+                assert rec is not None
+                status = f" [{rec.status.value}]" if rec.status.value != "active" else ""
+                print(f"    {e.op:<6} {rec.type.value:<10} {rec.content}{status}")
+            if not result.events:
+                print("    (nothing worth keeping)")
+    print("\n== session 2: a new Memory instance on the same data dir (a restart) ==")
     with Memory(cfg) as m:
         for query in SESSION_2_QUERIES:
             t = time.perf_counter()

@@ -72,6 +72,8 @@ class RecallConfig(BaseModel):
     w_intent: float = Field(0.2, ge=0.0, description="Bonus for memories of the kind the "
                             "query asks about (time, place, food ...); see core/intent.py.")
     intent_k: int = Field(3, ge=0, le=64, description="Memories taken per detected intent.")
+    intent_min_similarity: float = Field(0.1, ge=-1, le=1, description="Intent matches "
+                                         "below this cosine similarity are still dropped.")
     half_life_days: dict[str, float | None] = Field(
         default_factory=lambda: {
             "identity": None, "constraint": None, "preference": 90.0, "behavior": 90.0,

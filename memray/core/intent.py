@@ -20,7 +20,7 @@ _INTENTS: tuple[tuple[re.Pattern[str], dict[str, Any]], ...] = tuple(
          {"slots": ("city", "hometown")}),
         (r"吃|喝|菜|餐|食|饭|口味|过敏|\beat\b|\bfood\b|\bmeal\b|\brecipe\b|\bdinner\b|"
          r"\blunch\b|\bsnack\b|\bcook|\brestaurant\b|\bdrink\b|\ballerg",
-         {"types": ("constraint", "preference")}),
+         {"slots": ("diet",), "slot_prefixes": ("like:", "dislike:")}),
         (r"工作|职业|公司|\bjob\b|\bwork\b|\bcareer\b|\bcompany\b|\bprofession\b",
          {"slots": ("job",)}),
         (r"名字|叫什么|\bname\b|\bcalled\b", {"slots": ("name",)}),

@@ -273,7 +273,8 @@ class Memory:
         for extra in intents(text) if recall.intent_k and recall.w_intent else []:
             narrowed = replace(where, **{k: v for k, v in extra.items()
                                          if not getattr(where, k)})
-            hits = store.search(uid, vector, recall.intent_k, narrowed)
+            hits = [h for h in store.search(uid, vector, recall.intent_k, narrowed)
+                    if h[1] >= recall.intent_min_similarity]
             intent_ids.update(r.id for r, _ in hits)
             candidates += [h for h in hits if h[0].id not in {c.id for c, _ in candidates}]
         return rank(candidates, recall, now=utcnow(), threshold=floor, cap=cap,

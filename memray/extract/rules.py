@@ -102,6 +102,7 @@ TOPICS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = tuple(
         (r"任务|项目|\btasks?\b|\bprojects?\b", ("task",)),
     ))
 
+_CONJUNCTION = re.compile(r"^(?:and|but|so|also|then|plus|而且|并且|另外|然后)\s*", re.I)
 _EDGE = " \t\n;；。.!！"
 _OBJ_TRIM = re.compile(r"^[\s的了着过是用]+|[\s。！？!?.，,；;了啊呀吧呢]+$")
 
@@ -109,7 +110,10 @@ _OBJ_TRIM = re.compile(r"^[\s的了着过是用]+|[\s。！？!?.，,；;了啊�
 def clauses(text: str) -> list[str]:
     out = []
     for sentence in _SENTENCE.split(text):
-        out += [c.strip(_EDGE) for c in _CLAUSE.split(sentence) if c and c.strip(_EDGE)]
+        for part in _CLAUSE.split(sentence):
+            clause = _CONJUNCTION.sub("", (part or "").strip(_EDGE)).strip(_EDGE)
+            if clause:
+                out.append(clause)
     return out
 
 

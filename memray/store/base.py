@@ -26,6 +26,7 @@ class Where:
     statuses: tuple[str, ...] = ()
     types: tuple[str, ...] = ()
     slots: tuple[str, ...] = ()
+    slot_prefixes: tuple[str, ...] = ()  # ORed with `slots`: slot in slots or startswith
     content_hashes: tuple[str, ...] = ()
     agent_id: str | None = None
     session_id: str | None = None

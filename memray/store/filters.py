@@ -38,6 +38,15 @@ def _in(field: str, values: tuple[str, ...]) -> str:
     return f"{field} in [{', '.join(quote(v) for v in values)}]"
 
 
+def _slots(exact: tuple[str, ...], prefixes: tuple[str, ...]) -> str:
+    terms = [_in("slot", exact)] if exact else []
+    for prefix in prefixes:
+        if not prefix or "%" in prefix or "_" in prefix:
+            raise InvalidInputError(f"bad slot prefix {prefix!r}")
+        terms.append(f"slot like {quote(prefix + '%')}")
+    return "(" + " or ".join(terms) + ")"
+
+
 def build_filter(user_id: str, where: Where) -> str:
     """`user_id == <user>` ANDed with every condition set in `where`."""
     parts = [f"user_id == {quote(user_id)}"]
@@ -47,8 +56,8 @@ def build_filter(user_id: str, where: Where) -> str:
         parts.append(_in("status", where.statuses))
     if where.types:
         parts.append(_in("type", where.types))
-    if where.slots:
-        parts.append(_in("slot", where.slots))
+    if where.slots or where.slot_prefixes:
+        parts.append(_slots(where.slots, where.slot_prefixes))
     if where.content_hashes:
         parts.append(_in("content_hash", where.content_hashes))
     if where.agent_id is not None:

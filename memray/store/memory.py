@@ -24,7 +24,9 @@ def _matches(r: MemoryRecord, user_id: str, w: Where) -> bool:
         return False
     if w.types and r.type.value not in w.types:
         return False
-    if w.slots and (r.slot or "") not in w.slots:
+    if (w.slots or w.slot_prefixes) and not (
+            (r.slot or "") in w.slots or any((r.slot or "").startswith(p)
+                                             for p in w.slot_prefixes)):
         return False
     if w.content_hashes and r.content_hash not in w.content_hashes:
         return False

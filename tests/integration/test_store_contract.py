@@ -132,11 +132,11 @@ def test_where_conditions(store: VectorStore) -> None:
     rng = np.random.default_rng(5)
     now = utcnow()
     rows = [
-        row("fay", "active pref", rng, type="preference", importance=0.9),
+        row("fay", "active pref", rng, type="preference", importance=0.9, slot="like:tea"),
         row("fay", "candidate", rng, status=MemoryStatus.CANDIDATE, importance=0.2),
         row("fay", "expired", rng, expires_at=now - timedelta(days=1), agent_id="bot"),
         row("fay", "expires later", rng, expires_at=now + timedelta(days=1), session_id="s1"),
-        row("fay", "old", rng, now=now - timedelta(days=10)),
+        row("fay", "old", rng, now=now - timedelta(days=10), slot="city"),
     ]
     store.insert(rows)
     ids = [r.record.id for r in rows]
@@ -157,6 +157,10 @@ def test_where_conditions(store: VectorStore) -> None:
     assert where(content_hashes=(content_hash("Candidate"),)) == [ids[1]]
     assert where(after_id=sorted(ids)[2]) == sorted(ids)[3:]
     assert where(ids=(ids[0], "not-there")) == [ids[0]]
+    assert where(slots=("city",)) == [ids[4]]
+    assert where(slot_prefixes=("like:",)) == [ids[0]]
+    assert where(slots=("city",), slot_prefixes=("like:", "dis")) == sorted([ids[0], ids[4]])
+    assert where(slot_prefixes=("lik",), types=("fact",)) == []
 
 
 def _workload(store: VectorStore) -> list[Any]:

@@ -45,6 +45,10 @@ def test_build_filter_always_scopes_the_user_first() -> None:
     assert expr == ('user_id == "alice" and id in ["1", "2"] and status in ["active"] and '
                     "(expires_at == 0 or expires_at > 1000) and importance >= 0.5")
     assert build_filter('x" or "', Where()) == 'user_id == "x\\" or \\""'
+    assert build_filter("u", Where(slots=("city",), slot_prefixes=("like:",))) == (
+        'user_id == "u" and (slot in ["city"] or slot like "like:%")')
+    with pytest.raises(InvalidInputError):
+        build_filter("u", Where(slot_prefixes=("50%",)))
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, True, "1"])
