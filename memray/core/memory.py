@@ -146,9 +146,10 @@ class Memory:
         level = validate.consent(self.config.write.default_consent if consent is None
                                  else consent)
         msgs = normalize(messages, max_messages=self.config.max_messages)
-        for m in msgs:
+        for m in msgs:  # the user's words become memories; other turns are only context
+            limit = self.config.max_content_chars * (1 if m.role == "user" else 10)
             if m.content.strip():
-                validate.content(m.content, self.config.max_content_chars)
+                validate.content(m.content, limit)
         if not self.enabled or level == 0:
             return AddResult()
         scope = Scope(uid, sid, aid, meta, level)

@@ -12,11 +12,14 @@ logged, so the next call retries them.
 
 from __future__ import annotations
 
+import threading
+import zlib
 from collections.abc import Sequence
 from datetime import datetime
 
 from memray.core import policies
 from memray.core.applier import Applier
+from memray.core.ids import new_id
 from memray.core.messages import Message
 from memray.core.resolve import Plan, Resolver, Scope
 from memray.core.session import SessionMemory
@@ -35,23 +38,29 @@ class WritePath:
         self._store, self._events, self._applier = store, events, applier
         self._extractor, self._resolver, self._sessions = extractor, resolver, sessions
         self._every_n, self._max_existing = every_n_turns, max_existing
+        self._locks = [threading.Lock() for _ in range(64)]
 
     def add(self, scope: Scope, messages: Sequence[Message], *, round_complete: bool,
             force: bool = False) -> AddResult:
         if scope.consent == 0:
             return AddResult()
-        session = scope.session_id or ""
-        base = len(self._events.pending_turns(scope.user_id, session))
-        turns = [(f"{session or '-'}:{base + i}", m.role, policies.redact(m.content))
-                 for i, m in enumerate(messages) if m.content.strip()]
-        if turns:
-            self._events.log_turns(scope.user_id, session, turns)
-        pending = self._events.pending_turns(scope.user_id, session)
-        urgent = any(role == "user" and self._extractor.is_urgent(text)
-                     for _, role, text in turns)
-        if not (force or urgent or round_complete or len(pending) >= self._every_n):
-            return AddResult(pending_turns=len(pending))
-        return self._extract(scope, pending)
+        with self._user_lock(scope.user_id):
+            session = scope.session_id or ""
+            turns = [(new_id(), m.role, policies.redact(m.content))
+                     for m in messages if m.content.strip()]
+            if turns:
+                self._events.log_turns(scope.user_id, session, turns)
+            pending = self._events.pending_turns(scope.user_id, session)
+            urgent = any(role == "user" and self._extractor.is_urgent(text)
+                         for _, role, text in turns)
+            if not (force or urgent or round_complete or len(pending) >= self._every_n):
+                return AddResult(pending_turns=len(pending))
+            return self._extract(scope, pending)
+
+    def _user_lock(self, user_id: str) -> threading.Lock:
+        """Two writes of one user never interleave (they would extract the same turns
+        twice); writes of different users mostly run in parallel (striped locks)."""
+        return self._locks[zlib.crc32(user_id.encode("utf-8")) % len(self._locks)]
 
     def _extract(self, scope: Scope, pending: list[tuple[int, str, str, str]]) -> AddResult:
         if not pending:

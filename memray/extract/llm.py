@@ -38,6 +38,7 @@ Compare each fact with the EXISTING memories (shown as [id] text):
 - NOOP: existing memory [id] already says it
 type is one of identity, preference, constraint, fact, task_state, behavior.
 source is user_stated when the user said it, inferred when you concluded it.
+turn_ids lists the [t<n>] labels of the turns the fact comes from.
 importance and confidence are 0..1. slot names what the fact is about (city, job,
 availability, name, diet, like:<thing>, dislike:<thing>, family:<relation>) or null.
 Answer with JSON only."""
@@ -116,7 +117,7 @@ class LLMExtractor:
     @staticmethod
     def _prompt(turns: Sequence[Turn], existing: Sequence[MemoryRecord]) -> list[dict[str, str]]:
         memories = "\n".join(f"[{i}] {m.content}" for i, m in enumerate(existing)) or "(none)"
-        convo = "\n".join(f"[{t.id}] {t.role}: {t.content}" for t in turns)
+        convo = "\n".join(f"[t{i}] {t.role}: {t.content}" for i, t in enumerate(turns))
         return [{"role": "system", "content": SYSTEM_PROMPT},
                 {"role": "user", "content": f"EXISTING:\n{memories}\n\nCONVERSATION:\n{convo}"}]
 
@@ -127,8 +128,8 @@ class LLMExtractor:
             if f.id is None or not 0 <= f.id < len(existing):
                 raise ExtractionError(f"LLM referred to unknown memory id {f.id!r}")
             target = existing[f.id].id
-        known = {t.id for t in turns}
-        turn_ids = tuple(t for t in f.turn_ids if t in known) or tuple(
+        known = {f"t{i}": t.id for i, t in enumerate(turns)}
+        turn_ids = tuple(known[t] for t in f.turn_ids if t in known) or tuple(
             t.id for t in turns if t.role == "user")
         # An ADD only says the LLM saw no related memory among those shown; resolution
         # still compares it with all of the user's memories (and asks `judge` in the grey

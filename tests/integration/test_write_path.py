@@ -214,3 +214,26 @@ def test_task_state_expires_in_a_week(mem: Memory) -> None:
     record = mem.get_all(user_id="u").items[0]
     assert record.expires_at is not None
     assert (record.expires_at - record.created_at).days == 7
+
+
+def test_long_assistant_replies_are_context_not_errors(mem: Memory) -> None:
+    result = mem.add([{"role": "user", "content": "I like tea"},
+                      {"role": "assistant", "content": "Tea facts. " * 1000}], user_id="u")
+    assert [e.memory.content for e in result.events if e.memory] == ["I like tea"]
+    with pytest.raises(ValueError):
+        mem.add([{"role": "user", "content": "x" * 2001}], user_id="u")
+
+
+def test_concurrent_rounds_of_one_user_do_not_duplicate(mem: Memory) -> None:
+    import threading
+
+    def send() -> None:
+        mem.add([{"role": "user", "content": "I like green tea"}], user_id="u", session_id="s")
+        mem.add([{"role": "assistant", "content": "ok"}], user_id="u", session_id="s")
+
+    threads = [threading.Thread(target=send) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert active(mem, "u") == ["I like green tea"]
