@@ -87,6 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--queries", type=int, default=200)
     r.add_argument("--milvus-uri", default=None, help="a Milvus server; default: milvus-lite")
     r.add_argument("--data-dir", default=None, help="reuse a corpus; default: a temp dir")
+    r.add_argument("--hot-set", choices=["auto", "on", "off"], default="auto")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if args.command == "version":
@@ -102,7 +103,7 @@ def bench_recall(args: argparse.Namespace) -> int:
 
     result = run(RecallBenchArgs(users=args.users, per_user=args.per_user,
                                  queries=args.queries, milvus_uri=args.milvus_uri,
-                                 data_dir=args.data_dir),
+                                 data_dir=args.data_dir, hot_set=args.hot_set),
                  progress=lambda line: print(line, file=sys.stderr))
     print(json.dumps(result, indent=2))
     return 0

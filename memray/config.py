@@ -71,6 +71,11 @@ class RecallConfig(BaseModel):
     w_recency: float = Field(0.1, ge=0.0)
     w_intent: float = Field(0.2, ge=0.0, description="Bonus for memories of the kind the "
                             "query asks about (time, place, food ...); see core/intent.py.")
+    hot_set: Literal["auto", "on", "off"] = Field(
+        "auto", description="Hold recently searched users' active memories in process "
+        "(checked against the memory version). auto: on for milvus-lite, off for a server "
+        "shared with other processes.")
+    hot_set_users: int = Field(64, gt=0, description="Users held in the hot set (LRU).")
     intent_k: int = Field(3, ge=0, le=64, description="Memories taken per detected intent.")
     intent_min_similarity: float = Field(0.1, ge=-1, le=1, description="Intent matches "
                                          "below this cosine similarity are still dropped.")

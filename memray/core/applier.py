@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from memray.errors import StoreError
 from memray.models import MemoryEvent
@@ -20,8 +20,10 @@ log = logging.getLogger(__name__)
 
 
 class Applier:
-    def __init__(self, store: VectorStore, events: EventLog) -> None:
+    def __init__(self, store: VectorStore, events: EventLog,
+                 on_change: Callable[[str], None] | None = None) -> None:
         self._store, self._events = store, events
+        self._on_change = on_change
         self._lock = threading.Lock()
 
     def write(self, user_id: str, events: Sequence[MemoryEvent], ops: Sequence[StoreOp], *,
@@ -47,6 +49,8 @@ class Applier:
                 log.warning("store write queued for retry (outbox seq %d): %s", item.seq, exc)
                 return False
             self._events.done([item.seq])
+            if self._on_change is not None:
+                self._on_change(item.op.user_id)
         return True
 
     def _apply(self, op: StoreOp) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
@@ -14,6 +14,7 @@ from memray.core import filters as search_filters
 from memray.core import validate
 from memray.core.applier import Applier
 from memray.core.factory import build_embedder, build_event_log, build_store, build_write_path
+from memray.core.hotset import HotSet
 from memray.core.ids import new_id
 from memray.core.intent import intents
 from memray.core.messages import normalize
@@ -37,7 +38,7 @@ from memray.models import (
     utcnow,
 )
 from memray.settings import load_settings
-from memray.store.base import StoredMemory, VectorStore, Where
+from memray.store.base import StoredMemory, Vector, VectorStore, Where
 from memray.store.events import EventLog, StoreOp
 from memray.store.rows import to_ms
 
@@ -65,6 +66,7 @@ class Memory:
         self._applier: Applier | None = None
         self._writer: WritePath | None = None
         self._sessions = SessionMemory()
+        self._hot: HotSet | None = None
         self._open_lock = threading.Lock()
 
     @classmethod
@@ -89,7 +91,11 @@ class Memory:
                 store.close()
                 raise
             self._store, self._events = store, events
-            self._applier = Applier(store, events)
+            mode = self.config.recall.hot_set
+            if mode == "on" or (mode == "auto" and getattr(store, "is_embedded", False)):
+                self._hot = HotSet(dim=dim, max_users=self.config.recall.hot_set_users)
+            self._applier = Applier(store, events,
+                                    on_change=self._hot.invalidate if self._hot else None)
             self._writer = build_write_path(self.config, store=store, events=events,
                                             applier=self._applier, embedder=self._embedder,
                                             sessions=self._sessions)
@@ -101,7 +107,7 @@ class Memory:
             if self._applier is None:
                 return
             assert self._store is not None and self._events is not None
-            self._applier = self._writer = None
+            self._applier = self._writer = self._hot = None
             self._sessions.clear()
             self._store.close()
             self._events.close()
@@ -266,20 +272,40 @@ class Memory:
                       **search_filters.parse(filters))
         if not self.enabled:
             return []
-        store, _, _ = self._parts()
+        store, events, _ = self._parts()
         vector = self._embedder.embed([text])[0]
         recall = self.config.recall
-        candidates = store.search(uid, vector, max(recall.candidate_k, cap), where)
+        search = self._searcher(store, events, uid)
+        candidates = search(vector, max(recall.candidate_k, cap), where)
         intent_ids: set[str] = set()
         for extra in intents(text) if recall.intent_k and recall.w_intent else []:
             narrowed = replace(where, **{k: v for k, v in extra.items()
                                          if not getattr(where, k)})
-            hits = [h for h in store.search(uid, vector, recall.intent_k, narrowed)
+            hits = [h for h in search(vector, recall.intent_k, narrowed)
                     if h[1] >= recall.intent_min_similarity]
             intent_ids.update(r.id for r, _ in hits)
             candidates += [h for h in hits if h[0].id not in {c.id for c, _ in candidates}]
         return rank(candidates, recall, now=utcnow(), threshold=floor, cap=cap,
                     intent_ids=frozenset(intent_ids))
+
+    def _searcher(self, store: VectorStore, events: EventLog,
+                  uid: str) -> Callable[[Vector, int, Where], list[tuple[MemoryRecord, float]]]:
+        """The user's vector search: from the hot set when one is kept and current."""
+        hot = self._hot
+        if hot is None:
+            return lambda vec, k, where: store.search(uid, vec, k, where)
+        version = events.version(uid)
+
+        def load() -> list[StoredMemory] | None:
+            if events.has_pending(uid):  # the store is behind the log: do not cache
+                return None
+            return store.rows(uid, Where(statuses=_ACTIVE))
+
+        def search(vec: Vector, k: int, where: Where) -> list[tuple[MemoryRecord, float]]:
+            hits = hot.search(uid, version, vec, k, where, load)
+            return hits if hits is not None else store.search(uid, vec, k, where)
+
+        return search
 
     def context(self, query: str, *, user_id: str, session_id: str | None = None) -> str:
         """A prompt section of the memories `search` recalls, plus this session's

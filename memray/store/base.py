@@ -86,3 +86,6 @@ class VectorStore(Protocol):
         """The `limit` nearest rows by cosine similarity, best first."""
 
     def count(self, user_id: str) -> int: ...
+
+    def rows(self, user_id: str, where: Where) -> list[StoredMemory]:
+        """Records with their vectors (for a hot set), unordered."""

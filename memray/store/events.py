@@ -68,6 +68,8 @@ class EventLog(Protocol):
     def history(self, user_id: str, memory_id: str) -> list[MemoryEvent]: ...
     def user_events(self, user_id: str) -> Iterator[MemoryEvent]: ...
     def version(self, user_id: str) -> int: ...
+    def has_pending(self, user_id: str) -> bool:
+        """True while an op of this user waits in the outbox (the store is behind)."""
 
 
 _SCHEMA = """
@@ -213,6 +215,12 @@ class SQLiteEventLog:
                 "SELECT body FROM events WHERE user_id = ? ORDER BY seq", (user_id,)).fetchall()
         for (body,) in rows:
             yield MemoryEvent.model_validate_json(body)
+
+    def has_pending(self, user_id: str) -> bool:
+        with self._lock:
+            row = self._conn().execute(
+                "SELECT 1 FROM outbox WHERE user_id = ? LIMIT 1", (user_id,)).fetchone()
+        return row is not None
 
     def version(self, user_id: str) -> int:
         with self._lock:

@@ -15,7 +15,8 @@ from memray.store.filters import quote
 from memray.store.rows import from_row, to_ms, to_row
 
 
-def _matches(r: MemoryRecord, user_id: str, w: Where) -> bool:
+def matches(r: MemoryRecord, user_id: str, w: Where) -> bool:
+    """`where` evaluated in Python, exactly as `build_filter` has Milvus evaluate it."""
     if r.user_id != user_id:
         return False
     if w.ids and r.id not in w.ids:
@@ -63,6 +64,10 @@ class InMemoryStore:
     def model(self) -> str:
         return self._model
 
+    @property
+    def is_embedded(self) -> bool:
+        return True
+
     def open(self) -> None:
         return None
 
@@ -86,7 +91,7 @@ class InMemoryStore:
     def _select(self, user_id: str, where: Where) -> list[StoredMemory]:
         quote(user_id)
         with self._lock:
-            return [s for s in self._rows.values() if _matches(s.record, user_id, where)]
+            return [s for s in self._rows.values() if matches(s.record, user_id, where)]
 
     def delete(self, user_id: str, ids: Sequence[str]) -> int:
         found = self._select(user_id, Where(ids=tuple(ids))) if ids else []
@@ -118,6 +123,9 @@ class InMemoryStore:
         sims = mat @ q / np.maximum(norms, 1e-12)
         order = np.argsort(-sims, kind="stable")[:limit]
         return [(rows[i].record, float(sims[i])) for i in order]
+
+    def rows(self, user_id: str, where: Where) -> list[StoredMemory]:
+        return [StoredMemory(s.record, s.vector.copy()) for s in self._select(user_id, where)]
 
     def count(self, user_id: str) -> int:
         return len(self._select(user_id, Where()))

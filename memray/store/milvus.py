@@ -105,6 +105,11 @@ class MilvusStore:
         return self._model
 
     @property
+    def is_embedded(self) -> bool:
+        """True for milvus-lite: this process owns the data, so it sees every write."""
+        return is_lite_uri(self._uri)
+
+    @property
     def collection(self) -> str:
         return self._collection
 
@@ -347,6 +352,12 @@ class MilvusStore:
                 raise StoreError("store returned a row of another user")
             hits.append((record, float(hit["distance"])))
         return hits
+
+    def rows(self, user_id: str, where: Where) -> list[StoredMemory]:
+        found = self._rows(user_id, build_filter(user_id, where),
+                           [*SCALAR_FIELDS, "vector"], None)
+        return [StoredMemory(from_row(r), np.asarray(r["vector"], dtype=np.float32))
+                for r in found]
 
     def count(self, user_id: str) -> int:
         return len(self.list_ids(user_id, Where()))

@@ -63,7 +63,7 @@ def from_row(row: dict[str, Any]) -> MemoryRecord:
         agent_id=row["agent_id"] or None,
         session_id=row["session_id"] or None,
         type=row["type"],
-        slot=row["slot"] or None,
+        slot=row.get("slot") or None,
         status=row["status"],
         content=row["content"],
         importance=round(float(row["importance"]), 6),

@@ -108,6 +108,10 @@ def test_replace_then_filter_and_delete_by_user(store: VectorStore) -> None:
     found = store.query("carol", Where())
     assert [(x.id, x.content) for x in found] == [(r.record.id, "new")]
     assert [h.content for h, _ in store.search("carol", r.vector, 5, Where())] == ["new"]
+    (with_vector,) = store.rows("carol", Where())
+    assert with_vector.record.content == "new"
+    np.testing.assert_allclose(with_vector.vector, r.vector, atol=1e-6)
+    assert store.rows("dave", Where()) == []
     assert store.delete_user("carol") == 1
     assert store.query("carol", Where()) == []
     assert store.search("carol", r.vector, 5, Where()) == []

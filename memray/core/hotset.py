@@ -1,0 +1,99 @@
+"""A per-user hot set: one user's active memories and vectors held in process, so recall
+is a small matrix product instead of a store round trip.
+
+Coherence comes from the per-user memory version in the event log: an entry is used only
+while the version it was loaded at is still current, and the applier drops a user's entry
+whenever it changes that user's rows. Only for stores this process owns (milvus-lite); with
+a shared Milvus server, other processes' writes would not be seen here.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from memray.models import MemoryRecord
+from memray.store.base import StoredMemory, Vector, Where
+from memray.store.memory import matches
+
+Hits = list[tuple[MemoryRecord, float]]
+
+
+@dataclass
+class _Entry:
+    version: int
+    records: list[MemoryRecord]
+    matrix: np.ndarray  # unit rows, float32
+
+    def search(self, user_id: str, vector: Vector, limit: int, where: Where) -> Hits:
+        """Exact cosine top-`limit` among rows that satisfy `where`."""
+        if not self.records:
+            return []
+        q = np.asarray(vector, dtype=np.float32)
+        q = q / max(float(np.linalg.norm(q)), 1e-12)
+        sims = self.matrix @ q
+        out: Hits = []
+        for i in np.argsort(-sims, kind="stable"):
+            if matches(self.records[i], user_id, where):
+                out.append((self.records[i], float(sims[i])))
+                if len(out) == limit:
+                    break
+        return out
+
+
+class HotSet:
+    """LRU over users; a user's set is loaded whole (at most `max_rows` rows, else not held)."""
+
+    def __init__(self, *, dim: int, max_users: int = 64, max_rows: int = 100_000) -> None:
+        self._dim = dim
+        self._max_users, self._max_rows = max_users, max_rows
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._generation: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def invalidate(self, user_id: str) -> None:
+        with self._lock:
+            self._entries.pop(user_id, None)
+            self._generation[user_id] = self._generation.get(user_id, 0) + 1
+
+    def search(self, user_id: str, version: int, vector: Vector, limit: int, where: Where,
+               load: Callable[[], list[StoredMemory] | None]) -> Hits | None:
+        """Hits from the hot set, or None when the user's set cannot be held."""
+        entry = self._get(user_id, version)
+        if entry is None:
+            entry = self._load(user_id, version, load)
+            if entry is None:
+                return None
+        return entry.search(user_id, vector, limit, where)
+
+    def _get(self, user_id: str, version: int) -> _Entry | None:
+        with self._lock:
+            entry = self._entries.get(user_id)
+            if entry is None or entry.version != version:
+                return None
+            self._entries.move_to_end(user_id)
+            return entry
+
+    def _load(self, user_id: str, version: int,
+              load: Callable[[], list[StoredMemory] | None]) -> _Entry | None:
+        with self._lock:
+            generation = self._generation.get(user_id, 0)
+        rows = load()
+        if rows is None or len(rows) > self._max_rows:
+            return None
+        matrix = np.zeros((len(rows), self._dim), dtype=np.float32)
+        for i, row in enumerate(rows):
+            matrix[i] = row.vector / max(float(np.linalg.norm(row.vector)), 1e-12)
+        entry = _Entry(version, [r.record for r in rows], matrix)
+        with self._lock:
+            if self._generation.get(user_id, 0) != generation:
+                return entry  # changed while loading: answer from it once, do not keep it
+            self._entries[user_id] = entry
+            self._entries.move_to_end(user_id)
+            while len(self._entries) > self._max_users:
+                self._entries.popitem(last=False)
+        return entry

@@ -1,0 +1,59 @@
+"""The per-user hot set answers exactly as the store does and never serves stale data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memray import Memory, MemoryConfig
+from memray.embed.cache import CachedEmbedder
+
+QUERIES = ["What do I drink?", "Where do I live?", "When am I free?", "pets", "music"]
+FACTS = ["I drink green tea", "I live in Hangzhou", "I'm only free after 9 pm",
+         "I have a cat named Mochi", "I listen to jazz", "I like oolong tea",
+         "My sister lives in Paris", "I play chess on weekends"]
+
+
+def cfg(path: Path, hot: str) -> MemoryConfig:
+    return MemoryConfig.model_validate({"data_dir": str(path), "recall": {"hot_set": hot}})
+
+
+def answers(m: Memory, user: str) -> list[list[tuple[str, float]]]:
+    return [[(h.memory.content, round(h.similarity, 4)) for h in
+             m.search(q, user_id=user, threshold=-1, top_k=5)] for q in QUERIES]
+
+
+def test_hot_set_agrees_with_the_store(tmp_path: Path, embedder: CachedEmbedder) -> None:
+    with Memory(cfg(tmp_path, "off"), embedder=embedder) as cold:
+        cold.add([{"role": "user", "content": f} for f in FACTS], user_id="u", infer=False)
+        cold.add("I drink coffee", user_id="other", infer=False)
+        want = answers(cold, "u")
+    with Memory(cfg(tmp_path, "on"), embedder=embedder) as hot:
+        assert answers(hot, "u") == want
+        assert answers(hot, "u") == want  # served from the hot set now
+        assert hot._hot is not None and hot._hot._entries  # it was really used
+        assert [h.memory.content for h in hot.search("drink", user_id="other")] == [
+            "I drink coffee"]
+
+
+def test_writes_are_seen_at_once(tmp_path: Path, embedder: CachedEmbedder) -> None:
+    with Memory(cfg(tmp_path, "auto"), embedder=embedder) as m:
+        assert m._hot is not None  # auto: on for milvus-lite
+        mid = m.add("I live in Shanghai", user_id="u", infer=False).events[0].memory_id
+        assert m.search("Where do I live?", user_id="u")[0].memory.content == \
+            "I live in Shanghai"
+        m.update(mid, "I live in Hangzhou", user_id="u")
+        assert m.search("Where do I live?", user_id="u")[0].memory.content == \
+            "I live in Hangzhou"
+        m.delete(mid, user_id="u")
+        assert m.search("Where do I live?", user_id="u", threshold=-1) == []
+
+
+def test_another_instance_writes_are_seen(tmp_path: Path, embedder: CachedEmbedder) -> None:
+    with Memory(cfg(tmp_path, "on"), embedder=embedder) as a, \
+            Memory(cfg(tmp_path, "on"), embedder=embedder) as b:
+        a.add("I live in Shanghai", user_id="u", infer=False)
+        assert len(a.search("Where do I live?", user_id="u")) == 1
+        b.add("I moved to Hangzhou", user_id="u", infer=False)
+        assert len(a.search("Where do I live?", user_id="u")) == 2
+        b.delete_all(user_id="u")
+        assert a.search("Where do I live?", user_id="u", threshold=-1) == []
