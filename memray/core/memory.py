@@ -160,15 +160,11 @@ class Memory:
             return AddResult()
         scope = Scope(uid, sid, aid, meta, level)
         if infer:
-            _, _, _ = self._parts()
-            assert self._writer is not None
             complete = isinstance(messages, str) or bool(msgs and msgs[-1].role == "assistant")
-            return self._writer.add(scope, msgs, round_complete=complete)
+            return self._write_path().add(scope, msgs, round_complete=complete)
         texts = [(m.index, redact(m.content.strip())) for m in msgs
                  if m.role == "user" and m.content.strip()]
-        if level == 1 or not texts:
-            return AddResult()
-        return self._add_verbatim(uid, sid, aid, meta, texts)
+        return self._add_verbatim(scope, texts) if texts else AddResult()
 
     def flush(self, *, user_id: str, session_id: str | None = None) -> AddResult:
         """Extract the session's logged turns now, even mid-round."""
@@ -176,10 +172,13 @@ class Memory:
         sid = validate.scope_id(session_id, "session_id", required=False)
         if not self.enabled:
             return AddResult()
-        _, _, _ = self._parts()
-        assert self._writer is not None
         scope = Scope(uid, sid, None, {}, self.config.write.default_consent)
-        return self._writer.add(scope, [], round_complete=True, force=True)
+        return self._write_path().add(scope, [], round_complete=True, force=True)
+
+    def _write_path(self) -> WritePath:
+        self._parts()
+        assert self._writer is not None
+        return self._writer
 
     def session_memories(self, *, user_id: str, session_id: str) -> list[MemoryRecord]:
         """Facts kept for this session only (consent 1); never persisted."""
@@ -188,9 +187,9 @@ class Memory:
         assert sid is not None
         return self._sessions.get(uid, sid)
 
-    def _add_verbatim(self, uid: str, sid: str | None, aid: str | None, meta: dict[str, Any],
-                      texts: list[tuple[int, str]]) -> AddResult:
+    def _add_verbatim(self, scope: Scope, texts: list[tuple[int, str]]) -> AddResult:
         store, _, applier = self._parts()
+        uid, sid, aid, meta = scope.user_id, scope.session_id, scope.agent_id, scope.metadata
         now = utcnow()
         hashes = {content_hash(t): (i, t) for i, t in texts}
         where = Where(content_hashes=tuple(hashes), statuses=_ACTIVE, alive_at_ms=to_ms(now))
@@ -206,10 +205,17 @@ class Memory:
                 id=new_id(), user_id=uid, agent_id=aid, session_id=sid, type=MemoryType.MESSAGE,
                 content=text, source_turn_ids=(str(index),), source_excerpt=text[:200],
                 created_at=now, updated_at=now, last_confirmed_at=now,
-                embedding_model=self._embedder.model, content_hash=h, metadata=meta)
+                embedding_model=self._embedder.model, content_hash=h, metadata=dict(meta))
             fresh.append(record)
             events.append(MemoryEvent(op="ADD", memory_id=record.id, user_id=uid,
                                       memory=record, at=now))
+        if fresh and scope.consent == 1:  # this session only: held in process, not stored
+            fresh = [r.model_copy(update={"consent": 1}) for r in fresh]
+            self._sessions.add(uid, sid or "", fresh)
+            return AddResult(events=[MemoryEvent(op="ADD", memory_id=r.id, user_id=uid,
+                                                 memory=r, at=now,
+                                                 reason="session only (consent 1)")
+                                     for r in fresh])
         if fresh:
             vectors = self._embedder.embed([r.content for r in fresh])
             rows = tuple(StoredMemory(r, v) for r, v in zip(fresh, vectors, strict=True))

@@ -237,3 +237,11 @@ def test_concurrent_rounds_of_one_user_do_not_duplicate(mem: Memory) -> None:
     for t in threads:
         t.join()
     assert active(mem, "u") == ["I like green tea"]
+
+
+def test_consent_one_verbatim_stays_in_the_session(mem: Memory) -> None:
+    result = mem.add("I like tea", user_id="u", session_id="s", consent=1, infer=False)
+    assert [e.op for e in result.events] == ["ADD"]
+    assert mem.get_all(user_id="u").items == []
+    assert [r.content for r in mem.session_memories(user_id="u", session_id="s")] == [
+        "I like tea"]
