@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
 
 from memray import __version__
 from memray.config import MemoryConfig
@@ -79,6 +83,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     d.add_argument("--data-dir", default="memray_data/demo")
     d.add_argument("--user-id", default="demo-user")
     sub.add_parser("version", help="print the version")
+    sv = sub.add_parser("serve", help="run the Ray Serve app (`serve run CONFIG`)")
+    sv.add_argument("--config", default="serve_configs/local.yaml")
+    keys = sub.add_parser("keys", help="API keys").add_subparsers(dest="keys", required=True)
+    kn = keys.add_parser("new", help="print a new key and its keys-file entry")
+    kn.add_argument("--name", required=True)
+    kn.add_argument("--user", action="append", default=[], help="an exact user id (repeat)")
+    kn.add_argument("--user-prefix", default=None)
+    kn.add_argument("--admin", action="store_true")
     bench = sub.add_parser("bench", help="benchmarks").add_subparsers(dest="bench",
                                                                        required=True)
     r = bench.add_parser("recall", help="in-process recall latency (lite or a server)")
@@ -95,7 +107,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "bench":
         return bench_recall(args)
+    if args.command == "serve":
+        return serve(args.config)
+    if args.command == "keys":
+        return new_key(args)
     return demo(args.data_dir, args.user_id)
+
+
+def serve(config: str) -> int:
+    """Replace this process with Ray's `serve run CONFIG` (stop it with SIGTERM).
+    A single-machine run needs no Ray token auth, so it is off unless set otherwise."""
+    if not Path(config).is_file():
+        print(f"memray serve: no serve config at {config}", file=sys.stderr)
+        return 2
+    exe = Path(sys.executable).with_name("serve")
+    if not exe.exists():
+        print("memray serve: Ray Serve is not installed (pip install 'memray-ai[serve]')",
+              file=sys.stderr)
+        return 2
+    env = {**os.environ, "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled")}
+    os.execve(exe, [str(exe), "run", config], env)
+
+
+def new_key(args: argparse.Namespace) -> int:
+    from memray.api.auth import ApiKey, hash_key
+    from memray.api.auth import new_key as make_key
+
+    key = make_key()
+    entry = ApiKey(name=args.name, sha256=hash_key(key), users=args.user,
+                   user_prefix=args.user_prefix, admin=args.admin)
+    print(f"key (shown once; store it as a secret): {key}", file=sys.stderr)
+    print(yaml.safe_dump({"keys": [entry.model_dump(exclude_defaults=True)]},
+                         sort_keys=False), end="")
+    return 0
 
 
 def bench_recall(args: argparse.Namespace) -> int:

@@ -1,0 +1,97 @@
+"""The two memray deployments: a batched embedder and the API ingress."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from ray import serve
+from ray.serve.handle import DeploymentHandle
+
+from memray.api.app import build_api
+from memray.core.memory import Memory
+from memray.embed.base import Matrix
+from memray.embed.sentence import SentenceTransformerEmbedder
+from memray.serve.args import EmbedderArgs, ServeArgs
+
+
+@serve.deployment(name="memray-embedder")
+class EmbedderDeployment:
+    """Embeds texts, batching concurrent requests on the server (`@serve.batch`)."""
+
+    def __init__(self, memory: dict[str, Any], embedder: dict[str, Any]) -> None:
+        cfg, opts = ServeArgs(memory=memory).memory.embedder, EmbedderArgs(**embedder)
+        self._model = SentenceTransformerEmbedder(
+            model=cfg.model, model_path=cfg.model_path, device=opts.device,
+            batch_size=opts.max_batch_size, fp16=opts.device.startswith("cuda"))
+        self._model.open()
+        # @serve.batch's defaults are fixed at import; the YAML's values are set here.
+        self.embed_batch.set_max_batch_size(opts.max_batch_size)  # type: ignore[attr-defined]
+        self.embed_batch.set_batch_wait_timeout_s(  # type: ignore[attr-defined]
+            opts.batch_wait_timeout_s)
+
+    @serve.batch(max_batch_size=32, batch_wait_timeout_s=0.005)
+    async def embed_batch(self, texts: list[str]) -> list[list[float]]:
+        vectors = await asyncio.to_thread(self._model.embed, texts)
+        return [v.tolist() for v in vectors]
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        return list(await asyncio.gather(*(self.embed_batch(t) for t in texts)))
+
+    def info(self) -> dict[str, Any]:
+        return {"model": self._model.model, "dim": self._model.dim}
+
+
+class RemoteEmbedder:
+    """The `Embedder` interface over the embedding deployment. Called from worker threads
+    (the API runs core calls in a thread pool), so blocking on `.result()` is allowed."""
+
+    def __init__(self, handle: DeploymentHandle[Any], *, model: str, dim: int,
+                 timeout_s: float) -> None:
+        self._handle, self._model, self._dim, self._timeout = handle, model, dim, timeout_s
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def open(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        if not texts:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        rows = self._handle.embed.remote(list(texts)).result(timeout_s=self._timeout)
+        return np.asarray(rows, dtype=np.float32)
+
+
+@serve.deployment(name="memray-api")
+@serve.ingress()
+class ApiIngress:
+    """Owns the `Memory` (and so, in local mode, the milvus-lite dir: one replica only)."""
+
+    def __init__(self, args: dict[str, Any], embedder: DeploymentHandle[Any]) -> None:
+        self._args = ServeArgs.model_validate(args)
+        cfg = self._args.memory
+        remote = RemoteEmbedder(embedder, model=cfg.embedder.model, dim=self._args.dim,
+                                timeout_s=self._args.embedder.request_timeout_s)
+        self._memory = Memory(cfg, embedder=remote).open()
+
+    def __serve_build_asgi_app__(self) -> Any:
+        jobs = Path(self._args.memory.data_dir) / "jobs.sqlite3"
+        return build_api(self._memory, self._args.keyring(), jobs_path=jobs,
+                         limits=self._args.limits)
+
+    def __del__(self) -> None:
+        memory = getattr(self, "_memory", None)
+        if memory is not None:
+            memory.close()

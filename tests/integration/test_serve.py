@@ -1,0 +1,111 @@
+"""The memray Serve application on real Ray (num_cpus=2), over HTTP on 127.0.0.1, built by
+the same builder the serve configs use; the LLM extractor against a scripted server."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from milvus_server import free_port
+from openai_stub import Reply, ScriptedOpenAI
+
+from memray.api.auth import hash_key
+
+ray = pytest.importorskip("ray", reason="needs ray[serve] (the dev extra installs it)")
+serve = pytest.importorskip("ray.serve")
+
+KEY = "mr_serve_test_key"
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[ScriptedOpenAI]:
+    with ScriptedOpenAI() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def base_url(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedOpenAI) -> Iterator[str]:
+    from memray.serve import build_app
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"RAY_AUTH_MODE": "disabled"}})
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    args: dict[str, Any] = {
+        "memory": {"data_dir": str(tmp_path_factory.mktemp("serve")),
+                   "write": {"extractor": "llm",
+                             "llm": {"base_url": llm.base_url, "model": "m",
+                                     "timeout_s": 5, "max_retries": 0}}},
+        "keys": [{"name": "t", "sha256": hash_key(KEY), "user_prefix": "u-"}],
+        "limits": {"max_body_bytes": 50_000, "max_messages": 10},
+    }
+    serve.run(build_app(args), name="memray", route_prefix="/")
+    yield f"http://127.0.0.1:{port}"
+    serve.shutdown()
+    ray.shutdown()
+
+
+def test_end_to_end_over_serve(base_url: str, llm: ScriptedOpenAI) -> None:
+    h = {"Authorization": f"Bearer {KEY}"}
+    with httpx.Client(base_url=base_url, timeout=60) as http:
+        assert http.get("/healthz").json() == {"status": "ok"}
+        llm.script(Reply({"facts": [{"op": "ADD", "id": None, "content": "Lives in Hangzhou",
+                                     "type": "identity", "importance": 0.8,
+                                     "confidence": 0.9, "source": "user_stated",
+                                     "slot": "city", "turn_ids": ["t0"]}]}))
+        r = http.post("/v1/memories", headers=h, json={
+            "user_id": "u-1", "messages": [{"role": "user", "content": "I live in Hangzhou"},
+                                           {"role": "assistant", "content": "ok"}]})
+        assert r.status_code == 200, r.text
+        assert [e["op"] for e in r.json()["events"]] == ["ADD"]
+        assert llm.requests[-1]["body"]["response_format"]["type"] == "json_schema"
+        r = http.post("/v1/memories/search", headers=h,
+                      json={"user_id": "u-1", "query": "Which city do I live in?"})
+        assert [x["memory"]["content"] for x in r.json()["results"]] == ["Lives in Hangzhou"]
+        items = http.get("/v1/memories", params={"user_id": "u-1"}, headers=h).json()["items"]
+        mid = items[0]["id"]
+        assert http.get(f"/v1/memories/{mid}", params={"user_id": "u-2"},
+                        headers=h).status_code == 404
+        assert http.delete(f"/v1/memories/{mid}", params={"user_id": "u-1"},
+                           headers=h).status_code == 200
+        assert "Hangzhou" not in http.get("/v1/users/u-1/export", headers=h).text
+        assert http.get("/v1/memories", params={"user_id": "u-1"}).status_code == 401
+        assert http.get("/v1/memories", params={"user_id": "x-1"},
+                        headers=h).status_code == 403
+        assert http.post("/v1/memories/search", headers=h,
+                         json={"user_id": "u-1", "query": "x", "k": 3}).status_code == 422
+        assert http.post("/v1/memories", headers=h, json={
+            "user_id": "u-1", "messages": "x" * 60_000}).status_code == 413
+        assert "paths" in http.get("/openapi.json").json()
+
+
+def test_serve_configs_build(tmp_path: Path) -> None:
+    from memray.serve.args import load_serve_config, memray_app_args
+    from memray.serve.builder import build_app
+
+    root = Path(__file__).parents[2] / "serve_configs"
+    for name in ("local.yaml", "gpu-cluster.yaml"):
+        config = load_serve_config(root / name)
+        args = memray_app_args(config)
+        assert build_app(args) is not None
+    gpu = load_serve_config(root / "gpu-cluster.yaml")
+    shapes = {d["name"]: d for app in gpu["applications"] for d in app.get("deployments", [])}
+    assert shapes["memray-embedder"]["ray_actor_options"]["num_gpus"] >= 1
+    assert "autoscaling_config" in shapes["memray-embedder"]
+    assert memray_app_args(gpu).memory.store.milvus_uri
+    assert memray_app_args(gpu).embedder.device.startswith("cuda")
+    llm_app = next(a for a in gpu["applications"]
+                   if a["import_path"] == "ray.serve.llm:build_openai_app")
+    (llm_cfg,) = llm_app["args"]["llm_configs"]
+    assert llm_cfg["accelerator_type"]
+    assert memray_app_args(gpu).memory.write.extractor == "llm"
+    local = memray_app_args(load_serve_config(root / "local.yaml"))
+    assert local.memory.store.milvus_uri is None  # embedded milvus-lite
+    local_shapes = {d["name"]: d for a in load_serve_config(root / "local.yaml")["applications"]
+                    for d in a.get("deployments", [])}
+    assert local_shapes["memray-api"]["num_replicas"] == 1  # one owner of the lite dir
