@@ -100,11 +100,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--milvus-uri", default=None, help="a Milvus server; default: milvus-lite")
     r.add_argument("--data-dir", default=None, help="reuse a corpus; default: a temp dir")
     r.add_argument("--hot-set", choices=["auto", "on", "off"], default="auto")
+    b = bench.add_parser("serve", help="bounded HTTP load on 127.0.0.1 against the Serve app")
+    b.add_argument("--clients", type=int, default=20)
+    b.add_argument("--seconds", type=float, default=60.0)
+    b.add_argument("--users", type=int, default=50)
+    b.add_argument("--url", default=None, help="a running app on 127.0.0.1; default: start one")
+    b.add_argument("--key", default="mr_local_dev_key")
+    b.add_argument("--config", default="serve_configs/local.yaml")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if args.command == "version":
         print(__version__)
         return 0
+    if args.command == "bench" and args.bench == "serve":
+        return bench_serve(args)
     if args.command == "bench":
         return bench_recall(args)
     if args.command == "serve":
@@ -140,6 +149,15 @@ def new_key(args: argparse.Namespace) -> int:
     print(yaml.safe_dump({"keys": [entry.model_dump(exclude_defaults=True)]},
                          sort_keys=False), end="")
     return 0
+
+
+def bench_serve(args: argparse.Namespace) -> int:
+    from memray.bench.serve import ServeBenchArgs, run
+
+    result = run(ServeBenchArgs(clients=args.clients, seconds=args.seconds, users=args.users,
+                                url=args.url, key=args.key, config=args.config))
+    print(json.dumps(result, indent=2))
+    return 0 if result["errors"] == 0 else 1
 
 
 def bench_recall(args: argparse.Namespace) -> int:
