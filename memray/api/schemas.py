@@ -85,8 +85,3 @@ class ListResponse(BaseModel):
 
 class DeleteAllResponse(BaseModel):
     deleted: int
-
-
-class ErrorBody(BaseModel):
-    error: str
-    detail: Any = None
