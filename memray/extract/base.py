@@ -67,7 +67,7 @@ class Extractor(Protocol):
         triggers extraction at once instead of at the end of the round."""
 
 
-SINGLE_VALUED = ("name", "city", "job", "availability", "hometown", "age")
+SINGLE_VALUED = ("name", "city", "job", "availability", "hometown", "age", "birthday")
 
 
 def is_single_valued(slot: str | None) -> bool:

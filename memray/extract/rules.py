@@ -16,7 +16,8 @@ from memray.extract.base import Extraction, Fact, Forget, Turn
 from memray.models import MemoryRecord, MemorySource, MemoryType
 
 _SENTENCE = re.compile(r"(?<=[。！？!?；;\n])|(?<=[.])\s+")
-_CLAUSE = re.compile(r"[，,、]\s*|\s+(?:and|but|so)\s+(?=i\b|i'm\b|my\b)", re.I)
+_CLAUSE = re.compile(r"[，,、]\s*|(?<=[\u4e00-\u9fff])(?:但是|但|不过)|"
+                     r"\s+(?:and|but|so)\s+(?=i\b|i'm\b|my\b)", re.I)
 _QUESTION = re.compile(r"[?？]\s*$|^(?:what|when|where|who|why|how|can|could|would|do|does|"
                        r"is|are)\b|吗[？?]?$|呢[？?]?$", re.I)
 
@@ -53,7 +54,7 @@ RULES: tuple[Rule, ...] = (
        r"diabetes|halal|kosher|can't eat|cannot eat)\b"),
     _r("dislike:", MemoryType.PREFERENCE, 0.6,
        r"(?:不喜欢|讨厌|不吃|别放|不要放|别加|不要加|受不了|不爱)(?P<obj>.+)|"
-       r"\b(?:don't|do not|never) (?:like|eat|want)\s+(?P<obj2>.+)|"
+       r"\b(?:don't|do not|never|no longer) (?:like|eat|want|drink)\s+(?P<obj2>.+)|"
        r"\b(?:dislike|hate|can't stand|cannot stand)\s+(?P<obj3>.+)|"
        r"\b(?:no|without)\s+(?P<obj4>\w+)\s+(?:please|for me)\b"),
     _r("like:", MemoryType.PREFERENCE, 0.5,
@@ -65,7 +66,12 @@ RULES: tuple[Rule, ...] = (
     _r("family:", MemoryType.IDENTITY, 0.8,
        r"我(?:的)?(?P<obj>女儿|儿子|妻子|老婆|丈夫|老公|妈妈|爸爸|母亲|父亲|孩子|男朋友|女朋友)|"
        r"\bmy (?P<obj2>wife|husband|daughter|son|kids?|children|mother|mom|father|dad|"
-       r"partner|boyfriend|girlfriend)\b"),
+       r"partner|boyfriend|girlfriend)\b|"
+       r"\bi have (?:a |an |one |two |three |four |\d+ )?(?P<obj3>kids?|children|sons?|"
+       r"daughters?|twins)\b"),
+    _r("age", MemoryType.IDENTITY, 0.6,
+       r"我今年\d{1,3}岁|我\d{1,3}岁了|\bi'?m \d{1,3} years old\b|\bi am \d{1,3} years old\b"),
+    _r("birthday", MemoryType.IDENTITY, 0.7, r"我的生日|我生日|\bmy birthday\b"),
     _r("city", MemoryType.IDENTITY, 0.8,
        r"我住在|我在\S{1,6}(?:住|生活)|搬到|搬去|定居|"
        r"\b(?:i live in|i'm living in|i moved to|i've moved to|based in|relocated to)\b"),

@@ -32,6 +32,12 @@ def facts(text: str) -> list[tuple[str | None, str, str]]:
     ("I live in Shanghai", [("city", "identity", "I live in Shanghai")]),
     ("我搬到杭州了", [("city", "identity", "我搬到杭州了")]),
     ("My daughter is called Mia", [("family:daughter", "identity", "My daughter is called Mia")]),
+    ("I no longer eat meat", [("dislike:meat", "preference", "I no longer eat meat")]),
+    ("I have two kids", [("family:kids", "identity", "I have two kids")]),
+    ("我喜欢喝咖啡但不喜欢加糖", [("like:喝咖啡", "preference", "我喜欢喝咖啡"),
+                                   ("dislike:加糖", "preference", "不喜欢加糖")]),
+    ("I'm 35 years old", [("age", "identity", "I'm 35 years old")]),
+    ("我的生日是五月三号", [("birthday", "identity", "我的生日是五月三号")]),
     ("I'm working on a tax report due Friday",
      [("task", "task_state", "I'm working on a tax report due Friday")]),
 ])
