@@ -188,6 +188,12 @@ class Memory:
         return self._sessions.get(uid, sid)
 
     def _add_verbatim(self, scope: Scope, texts: list[tuple[int, str]]) -> AddResult:
+        # The same per-user lock as extraction: the exact-repeat check and the write
+        # must not interleave with another write of this user.
+        with self._write_path().user_lock(scope.user_id):
+            return self._add_verbatim_locked(scope, texts)
+
+    def _add_verbatim_locked(self, scope: Scope, texts: list[tuple[int, str]]) -> AddResult:
         store, _, applier = self._parts()
         uid, sid, aid, meta = scope.user_id, scope.session_id, scope.agent_id, scope.metadata
         now = utcnow()

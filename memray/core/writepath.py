@@ -44,7 +44,7 @@ class WritePath:
             force: bool = False) -> AddResult:
         if scope.consent == 0:
             return AddResult()
-        with self._user_lock(scope.user_id):
+        with self.user_lock(scope.user_id):
             session = scope.session_id or ""
             turns = [(new_id(), m.role, policies.redact(m.content))
                      for m in messages if m.content.strip()]
@@ -57,7 +57,7 @@ class WritePath:
                 return AddResult(pending_turns=len(pending))
             return self._extract(scope, pending)
 
-    def _user_lock(self, user_id: str) -> threading.Lock:
+    def user_lock(self, user_id: str) -> threading.Lock:
         """Two writes of one user never interleave (they would extract the same turns
         twice); writes of different users mostly run in parallel (striped locks)."""
         return self._locks[zlib.crc32(user_id.encode("utf-8")) % len(self._locks)]

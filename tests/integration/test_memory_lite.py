@@ -250,3 +250,15 @@ def test_a_second_process_gets_a_clear_error(tmp_path: Path) -> None:
             Memory(MemoryConfig(data_dir=str(data)), embedder=HashingEmbedder()).open()
     finally:
         holder.communicate("", timeout=30)
+
+
+def test_concurrent_identical_verbatim_adds_store_one(mem: Memory) -> None:
+    import threading
+
+    threads = [threading.Thread(target=mem.add, args=("I like tea",),
+                                kwargs={"user_id": "u", "infer": False}) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [r.content for r in mem.get_all(user_id="u").items] == ["I like tea"]
