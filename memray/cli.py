@@ -100,6 +100,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--milvus-uri", default=None, help="a Milvus server; default: milvus-lite")
     r.add_argument("--data-dir", default=None, help="reuse a corpus; default: a temp dir")
     r.add_argument("--hot-set", choices=["auto", "on", "off"], default="auto")
+    lo = bench.add_parser("locomo", help="LoCoMo retrieval recall (recall@k, all@k, MRR)")
+    lo.add_argument("--data", required=True, help="a LoCoMo JSON file")
+    lo.add_argument("--mode", choices=["turns", "observations"], default="turns")
+    lo.add_argument("--json", action="store_true", help="print JSON instead of a table")
     b = bench.add_parser("serve", help="bounded HTTP load on 127.0.0.1 against the Serve app")
     b.add_argument("--clients", type=int, default=20)
     b.add_argument("--seconds", type=float, default=60.0)
@@ -112,6 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "version":
         print(__version__)
         return 0
+    if args.command == "bench" and args.bench == "locomo":
+        return bench_locomo(args)
     if args.command == "bench" and args.bench == "serve":
         return bench_serve(args)
     if args.command == "bench":
@@ -148,6 +154,15 @@ def new_key(args: argparse.Namespace) -> int:
     print(f"key (shown once; store it as a secret): {key}", file=sys.stderr)
     print(yaml.safe_dump({"keys": [entry.model_dump(exclude_defaults=True)]},
                          sort_keys=False), end="")
+    return 0
+
+
+def bench_locomo(args: argparse.Namespace) -> int:
+    from memray.bench.locomo import LocomoArgs, run, table
+
+    result = run(LocomoArgs(data=args.data, mode=args.mode),
+                 progress=lambda line: print(line, file=sys.stderr))
+    print(json.dumps(result, indent=2) if args.json else table(result))
     return 0
 
 

@@ -1,0 +1,34 @@
+"""`memray bench locomo` end to end on a tiny LoCoMo-shaped file with the real model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from memray.bench.locomo import LocomoArgs, run, table
+from memray.embed.cache import CachedEmbedder
+
+
+def test_tiny_conversation(tmp_path: Path, embedder: CachedEmbedder) -> None:
+    turns = [("D1:1", "Ann", "I adopted a golden retriever named Max last week."),
+             ("D1:2", "Bo", "That's lovely! I just started learning the violin."),
+             ("D1:3", "Ann", "My sister moved to Lisbon for a new job.")]
+    data = [{"sample_id": "conv-x",
+             "conversation": {"speaker_a": "Ann", "speaker_b": "Bo",
+                              "session_1_date_time": "1 May 2023",
+                              "session_1": [{"speaker": s, "dia_id": d, "text": t}
+                                            for d, s, t in turns]},
+             "observation": {"session_1_observation": {"Ann": [["Ann has a dog, Max", "D1:1"]]}},
+             "qa": [{"question": "What instrument is Bo learning?", "answer": "violin",
+                     "evidence": ["D1:2"], "category": 4},
+                    {"question": "Where did Ann's sister move?", "answer": "Lisbon",
+                     "evidence": ["D1:3"], "category": 4},
+                    {"question": "unanswerable", "evidence": [], "category": 5}]}]
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(data))
+    result = run(LocomoArgs(data=str(path), ks=(1, 3)), embedder=embedder,
+                 progress=lambda _: None)
+    overall = result["results"]["overall"]
+    assert overall["n"] == 2  # category 5 is excluded
+    assert overall["recall@1"] == 1.0 and overall["mrr"] == 1.0
+    assert "| single-hop | 2 |" in table(result)
