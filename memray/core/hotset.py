@@ -3,7 +3,9 @@ is a small matrix product instead of a store round trip.
 
 Coherence comes from the per-user memory version in the event log: an entry is used only
 while the version it was loaded at is still current, and the applier drops a user's entry
-whenever it changes that user's rows. Only for stores this process owns (milvus-lite); with
+whenever it changes that user's rows in ways it cannot follow; a write whose ops it sees
+is applied to the entry in place (reloading a 10k-memory user costs about 2.4 s on
+milvus-lite). Only for stores this process owns (milvus-lite); with
 a shared Milvus server, other processes' writes would not be seen here.
 """
 
@@ -11,16 +13,23 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from memray.models import MemoryRecord
+from memray.models import MemoryRecord, MemoryStatus
 from memray.store.base import StoredMemory, Vector, Where
+from memray.store.events import StoreOp
 from memray.store.memory import matches
 
 Hits = list[tuple[MemoryRecord, float]]
+
+
+def _unit(vector: Vector) -> Vector:
+    v = np.asarray(vector, dtype=np.float32)
+    out: Vector = v / max(float(np.linalg.norm(v)), 1e-12)
+    return out
 
 
 @dataclass
@@ -28,6 +37,18 @@ class _Entry:
     version: int
     records: list[MemoryRecord]
     matrix: np.ndarray  # unit rows, float32
+
+    def patched(self, ops: Sequence[StoreOp], version: int) -> _Entry:
+        """A copy with `ops` applied: replaced rows swapped in (active ones only), deleted
+        rows removed."""
+        gone = {i for op in ops for i in op.ids}
+        gone |= {r.record.id for op in ops for r in op.rows}
+        fresh = [r for op in ops for r in op.rows if r.record.status == MemoryStatus.ACTIVE]
+        keep = [i for i, rec in enumerate(self.records) if rec.id not in gone]
+        records = [self.records[i] for i in keep] + [r.record for r in fresh]
+        rows = [_unit(r.vector) for r in fresh]
+        matrix = np.vstack([self.matrix[keep], *rows]) if rows else self.matrix[keep]
+        return _Entry(version, records, matrix.astype(np.float32, copy=False))
 
     def search(self, user_id: str, vector: Vector, limit: int, where: Where) -> Hits:
         """Exact cosine top-`limit` among rows that satisfy `where`."""
@@ -54,11 +75,26 @@ class HotSet:
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._generation: dict[str, int] = {}
         self._lock = threading.Lock()
+        self.loads = 0  # how often a user's set was read from the store
 
-    def invalidate(self, user_id: str) -> None:
+    def changed(self, user_id: str) -> None:
+        """Drop the user's entry (it is reloaded on the next search)."""
         with self._lock:
             self._entries.pop(user_id, None)
             self._generation[user_id] = self._generation.get(user_id, 0) + 1
+
+    def applied(self, user_id: str, ops: Sequence[StoreOp], before: int, after: int) -> None:
+        """Apply a write's ops to an entry that is exactly at version `before`, so a large
+        user's set is not reloaded after every write; anything else drops the entry."""
+        with self._lock:
+            entry = self._entries.get(user_id)
+            self._generation[user_id] = self._generation.get(user_id, 0) + 1
+            if entry is None:
+                return
+            if entry.version != before or any(op.kind == "delete_user" for op in ops):
+                del self._entries[user_id]
+                return
+            self._entries[user_id] = entry.patched(ops, after)
 
     def search(self, user_id: str, version: int, vector: Vector, limit: int, where: Where,
                load: Callable[[], list[StoredMemory] | None]) -> Hits | None:
@@ -83,11 +119,12 @@ class HotSet:
         with self._lock:
             generation = self._generation.get(user_id, 0)
         rows = load()
+        self.loads += 1
         if rows is None or len(rows) > self._max_rows:
             return None
         matrix = np.zeros((len(rows), self._dim), dtype=np.float32)
         for i, row in enumerate(rows):
-            matrix[i] = row.vector / max(float(np.linalg.norm(row.vector)), 1e-12)
+            matrix[i] = _unit(row.vector)
         entry = _Entry(version, [r.record for r in rows], matrix)
         with self._lock:
             if self._generation.get(user_id, 0) != generation:

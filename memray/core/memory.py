@@ -94,8 +94,7 @@ class Memory:
             mode = self.config.recall.hot_set
             if mode == "on" or (mode == "auto" and getattr(store, "is_embedded", False)):
                 self._hot = HotSet(dim=dim, max_users=self.config.recall.hot_set_users)
-            self._applier = Applier(store, events,
-                                    on_change=self._hot.invalidate if self._hot else None)
+            self._applier = Applier(store, events, on_change=self._hot)
             self._writer = build_write_path(self.config, store=store, events=events,
                                             applier=self._applier, embedder=self._embedder,
                                             sessions=self._sessions)

@@ -57,3 +57,24 @@ def test_another_instance_writes_are_seen(tmp_path: Path, embedder: CachedEmbedd
         assert len(a.search("Where do I live?", user_id="u")) == 2
         b.delete_all(user_id="u")
         assert a.search("Where do I live?", user_id="u", threshold=-1) == []
+
+
+def test_writes_patch_the_hot_set_instead_of_reloading(
+        tmp_path: Path, embedder: CachedEmbedder) -> None:
+    with Memory(cfg(tmp_path / "hot", "on"), embedder=embedder) as hot, \
+            Memory(cfg(tmp_path / "cold", "off"), embedder=embedder) as cold:
+        for m in (hot, cold):
+            m.add([{"role": "user", "content": f} for f in FACTS], user_id="u", infer=False)
+        assert hot._hot is not None
+        assert answers(hot, "u") == answers(cold, "u")
+        loads = hot._hot.loads
+        for m in (hot, cold):  # add, update, supersede (via extraction), delete
+            mid = m.add("I live in Shanghai", user_id="u", infer=False).events[0].memory_id
+            m.update(mid, "I live in Suzhou", user_id="u")
+            m.add([{"role": "user", "content": "I moved to Hangzhou"}], user_id="u")
+            first = m.get_all(user_id="u").items[0].id
+            m.delete(first, user_id="u")
+        assert [[c for c, _ in a] for a in answers(hot, "u")] == \
+            [[c for c, _ in a] for a in answers(cold, "u")]
+        assert hot._hot.loads == loads  # followed every write without reloading
+        assert "I live in Shanghai" not in str(answers(hot, "u"))
