@@ -69,7 +69,8 @@ class WritePath:
         user_text = " ".join(t.content for t in turns if t.role == "user")[:2000]
         existing = [r for r, _ in self._store.search(
             scope.user_id, self._resolver.embed_one(user_text), self._max_existing,
-            Where(statuses=_LIVE))] if user_text.strip() else []
+            Where(statuses=_LIVE))] if user_text.strip() and self._extractor.wants_existing \
+            else []
         extraction = self._extractor.extract(turns, existing)
         now = utcnow()
         seqs = [seq for seq, *_ in pending]

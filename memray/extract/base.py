@@ -57,7 +57,11 @@ class Extraction:
 
 @runtime_checkable
 class Extractor(Protocol):
-    """Turns -> facts and commands. Must not write anything; may raise ExtractionError."""
+    """Turns -> facts and commands. Must not write anything; may raise ExtractionError.
+    `wants_existing`: whether `extract` looks at the user's related memories (fetching
+    them costs an embedding and a search per extraction)."""
+
+    wants_existing: bool
 
     def extract(self, turns: Sequence[Turn], existing: Sequence[MemoryRecord]) -> Extraction:
         """`existing`: the user's related memories, for extractors that resolve ops."""

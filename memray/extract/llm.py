@@ -80,6 +80,8 @@ def _schema(model: type[BaseModel], name: str) -> dict[str, Any]:
 class LLMExtractor:
     """`Extractor` over an OpenAI-compatible endpoint. `transport` is the test seam."""
 
+    wants_existing = True
+
     def __init__(self, cfg: LLMConfig, *, front: RuleExtractor | None = None,
                  transport: httpx.BaseTransport | None = None) -> None:
         self._cfg, self._front = cfg, front or RuleExtractor()

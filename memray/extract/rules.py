@@ -160,6 +160,8 @@ def forget_command(turn: Turn) -> Forget | None:
 class RuleExtractor:
     """Deterministic, offline, Chinese and English. See the module docstring."""
 
+    wants_existing = False
+
     def is_urgent(self, text: str) -> bool:
         return bool(CORRECTION.search(text) or REMEMBER.search(text.strip())
                     or FORGET.search(text))
