@@ -112,5 +112,6 @@ def expires_at(mtype: MemoryType, status: MemoryStatus, now: datetime) -> dateti
     return None
 
 
-def log_drop(reason: str, user_hint: str) -> None:
-    log.info("dropped a candidate fact (%s) for user #%s", reason, user_hint)
+def log_drop(reason: str) -> None:
+    """One log line per dropped fact: the reason only, never the content or the user."""
+    log.info("dropped a candidate fact (%s)", reason)

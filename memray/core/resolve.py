@@ -29,7 +29,7 @@ from memray.store.base import StoredMemory, Vector, VectorStore, Where
 from memray.store.rows import to_ms
 
 Judge = Callable[[Fact, MemoryRecord], bool]
-_LIVE = (MemoryStatus.ACTIVE.value, MemoryStatus.CANDIDATE.value)
+LIVE_STATUSES = (MemoryStatus.ACTIVE.value, MemoryStatus.CANDIDATE.value)
 
 
 def _norm(text: str) -> str:
@@ -59,7 +59,6 @@ class Plan:
     events: list[MemoryEvent] = field(default_factory=list)
     rows: dict[str, StoredMemory] = field(default_factory=dict)
     deleted: dict[str, MemoryRecord] = field(default_factory=dict)
-    dropped: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -94,8 +93,7 @@ class Resolver:
         for fact in extraction.facts:
             reason = policies.admit(fact)
             if reason:
-                plan.dropped.append(reason)
-                policies.log_drop(reason, str(abs(hash(scope.user_id)) % 10_000))
+                policies.log_drop(reason)
             else:
                 facts.append(fact)
         vectors = self._embedder.embed([f.content for f in facts])
@@ -118,9 +116,7 @@ class Resolver:
         if forget.everything:
             return True
         slot = record.slot or ""
-        if any(slot == s or (s.endswith(":") and slot.startswith(s)) for s in forget.slots):
-            return True
-        return any(k and k.casefold() in record.content.casefold() for k in forget.keywords)
+        return any(slot == s or (s.endswith(":") and slot.startswith(s)) for s in forget.slots)
 
     # -- facts -------------------------------------------------------------------
     def _related(self, uid: str, fact: Fact, vec: Vector, plan: Plan,
@@ -129,22 +125,22 @@ class Resolver:
         and this plan's own new rows; the latest planned version of each wins."""
         alive = to_ms(now)
         found: dict[str, tuple[MemoryRecord, float]] = {}
-        for rec, sim in self._store.search(uid, vec, 5, Where(statuses=_LIVE,
+        for rec, sim in self._store.search(uid, vec, 5, Where(statuses=LIVE_STATUSES,
                                                               alive_at_ms=alive)):
             found[rec.id] = (rec, sim)
         slots = tuple(s for s in (fact.slot, _opposite(fact.slot)) if s)
         if slots:
-            for rec in self._store.query(uid, Where(slots=slots, statuses=_LIVE)):
+            for rec in self._store.query(uid, Where(slots=slots, statuses=LIVE_STATUSES)):
                 found.setdefault(rec.id, (rec, -1.0))
         for rid, row in plan.rows.items():
-            if row.record.status.value in _LIVE and row.record.user_id == uid:
+            if row.record.status.value in LIVE_STATUSES and row.record.user_id == uid:
                 found[rid] = (row.record, float(row.vector @ vec))
         out = []
         for rid, (rec, sim) in found.items():
             if rid in plan.deleted:
                 continue
             latest = plan.rows[rid].record if rid in plan.rows else rec
-            if latest.status.value in _LIVE:
+            if latest.status.value in LIVE_STATUSES:
                 out.append((latest, sim))
         return sorted(out, key=lambda p: -p[1])
 
@@ -217,7 +213,7 @@ class Resolver:
     def _lookup(self, uid: str, mid: str, plan: Plan) -> MemoryRecord | None:
         if mid in plan.rows:
             return plan.rows[mid].record
-        found = self._store.query(uid, Where(ids=(mid,), statuses=_LIVE), limit=1)
+        found = self._store.query(uid, Where(ids=(mid,), statuses=LIVE_STATUSES), limit=1)
         return found[0] if found else None
 
     # -- plan edits --------------------------------------------------------------

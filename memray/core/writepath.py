@@ -21,14 +21,12 @@ from memray.core import policies
 from memray.core.applier import Applier
 from memray.core.ids import new_id
 from memray.core.messages import Message
-from memray.core.resolve import Plan, Resolver, Scope
+from memray.core.resolve import LIVE_STATUSES, Plan, Resolver, Scope
 from memray.core.session import SessionMemory
 from memray.extract.base import Extraction, Extractor, Turn
-from memray.models import AddResult, MemoryEvent, MemoryStatus, utcnow
+from memray.models import AddResult, MemoryEvent, MemoryRecord, utcnow
 from memray.store.base import VectorStore, Where
 from memray.store.events import EventLog, StoreOp
-
-_LIVE = (MemoryStatus.ACTIVE.value, MemoryStatus.CANDIDATE.value)
 
 
 class WritePath:
@@ -66,12 +64,7 @@ class WritePath:
         if not pending:
             return AddResult()
         turns = [Turn(tid, role, text) for _, tid, role, text in pending]
-        user_text = " ".join(t.content for t in turns if t.role == "user")[:2000]
-        existing = [r for r, _ in self._store.search(
-            scope.user_id, self._resolver.embed_one(user_text), self._max_existing,
-            Where(statuses=_LIVE))] if user_text.strip() and self._extractor.wants_existing \
-            else []
-        extraction = self._extractor.extract(turns, existing)
+        extraction = self._extractor.extract(turns, self._existing(scope.user_id, turns))
         now = utcnow()
         seqs = [seq for seq, *_ in pending]
         if scope.consent == 1:
@@ -79,6 +72,15 @@ class WritePath:
         plan = self._resolver.plan(scope, extraction, now)
         self._commit(scope.user_id, plan, seqs)
         return AddResult(events=plan.events)
+
+    def _existing(self, user_id: str, turns: list[Turn]) -> list[MemoryRecord]:
+        """The user's memories nearest to what they said, for extractors that read them."""
+        user_text = " ".join(t.content for t in turns if t.role == "user")[:2000]
+        if not (self._extractor.wants_existing and user_text.strip()):
+            return []
+        hits = self._store.search(user_id, self._resolver.embed_one(user_text),
+                                  self._max_existing, Where(statuses=LIVE_STATUSES))
+        return [record for record, _ in hits]
 
     def _session_only(self, scope: Scope, extraction: Extraction, seqs: list[int],
                       now: datetime) -> AddResult:

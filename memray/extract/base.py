@@ -40,11 +40,10 @@ class Fact:
 
 @dataclass(frozen=True)
 class Forget:
-    """Delete what matches: memories in these slots (a trailing ':' matches a prefix),
-    or whose content contains one of `keywords`; `everything` deletes all."""
+    """Delete what matches: memories in these slots (a trailing ':' matches a prefix);
+    `everything` deletes all."""
 
     slots: tuple[str, ...] = ()
-    keywords: tuple[str, ...] = ()
     everything: bool = False
     turn_id: str = ""
 
