@@ -15,9 +15,10 @@ from typing import Protocol
 from memray.errors import StoreError
 from memray.models import MemoryEvent
 from memray.store.base import VectorStore
-from memray.store.events import EventLog, StoreOp
+from memray.store.events import EventLog, StoreOp, Tombstone
 
 log = logging.getLogger(__name__)
+_BULK_ROWS = 2000
 
 
 class ChangeHook(Protocol):
@@ -39,13 +40,20 @@ class Applier:
 
     def write(self, user_id: str, events: Sequence[MemoryEvent], ops: Sequence[StoreOp], *,
               purge_ids: Sequence[str] = (), purge_user: bool = False,
-              clear_turns: Sequence[int] = ()) -> None:
+              clear_turns: Sequence[int] = (), tombstones: Sequence[Tombstone] = (),
+              marks: Sequence[tuple[str, str]] = (), apply: bool = True) -> None:
         """Durably commit, then apply. Raises StoreError only if the commit itself failed;
-        if the store is down the ops stay queued and are retried by the next drain."""
+        if the store is down the ops stay queued and are retried by the next drain.
+        `apply=False` leaves the ops queued for a later `drain()` (bulk writers)."""
         with self._lock:
             before = self._events.version(user_id)
             own = self._events.commit(user_id, events, ops, purge_ids=purge_ids,
-                                      purge_user=purge_user, clear_turns=clear_turns)
+                                      purge_user=purge_user, clear_turns=clear_turns,
+                                      tombstones=tombstones, marks=marks)
+            if not apply:
+                if self._on_change is not None:
+                    self._on_change.changed(user_id)
+                return
             after = self._events.version(user_id)
             if self._drain_locked(set(own)) and self._on_change is not None and after != before:
                 # Applied in full: a cache at `before` may move to `after` with these ops.
@@ -58,21 +66,34 @@ class Applier:
 
     def _drain_locked(self, own: set[int]) -> bool:
         """Apply queued ops in order. Caches hear of ops not in `own` (replays) here;
-        `write` tells them about its own ops once all are applied."""
-        for item in self._events.pending():
+        `write` tells them about its own ops once all are applied. Consecutive replaces
+        (of any users) go to the store as one call: a bulk write costs one round trip."""
+        pending = self._events.pending()
+        i = 0
+        while i < len(pending):
+            j = i + 1
+            if pending[i].op.kind == "replace":
+                while (j < len(pending) and pending[j].op.kind == "replace"
+                       and sum(len(p.op.rows) for p in pending[i:j + 1]) <= _BULK_ROWS):
+                    j += 1
+            group = pending[i:j]
             try:
-                self._apply(item.op)
+                self._apply([p.op for p in group])
             except StoreError as exc:
-                log.warning("store write queued for retry (outbox seq %d): %s", item.seq, exc)
+                log.warning("store write queued for retry (outbox seq %d): %s",
+                            group[0].seq, exc)
                 return False
-            self._events.done([item.seq])
-            if self._on_change is not None and item.seq not in own:
-                self._on_change.changed(item.op.user_id)
+            self._events.done([p.seq for p in group])
+            for item in group:
+                if self._on_change is not None and item.seq not in own:
+                    self._on_change.changed(item.op.user_id)
+            i = j
         return True
 
-    def _apply(self, op: StoreOp) -> None:
+    def _apply(self, ops: Sequence[StoreOp]) -> None:
+        op = ops[0]
         if op.kind == "replace":
-            self._store.replace(op.rows)
+            self._store.replace([row for o in ops for row in o.rows])
         elif op.kind == "delete":
             self._store.delete(op.user_id, op.ids)
         else:

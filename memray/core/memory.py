@@ -39,7 +39,7 @@ from memray.models import (
 )
 from memray.settings import load_settings
 from memray.store.base import StoredMemory, Vector, VectorStore, Where
-from memray.store.events import EventLog, StoreOp
+from memray.store.events import EventLog, StoreOp, Tombstone
 from memray.store.rows import to_ms
 
 _ACTIVE = (MemoryStatus.ACTIVE.value,)
@@ -249,7 +249,9 @@ class Memory:
         uid, mid = validate.user_id(user_id), validate.memory_id(memory_id)
         _, _, applier = self._parts()
         old = self._require(uid, mid)
-        applier.write(uid, [], [StoreOp("delete", uid, ids=(mid,))], purge_ids=[mid])
+        tomb = Tombstone("hash", old.content_hash, to_ms(utcnow()))
+        applier.write(uid, [], [StoreOp("delete", uid, ids=(mid,))], purge_ids=[mid],
+                      tombstones=[tomb])
         return MemoryEvent(op="DELETE", memory_id=mid, user_id=uid, previous=old, at=utcnow())
 
     def delete_all(self, *, user_id: str) -> int:
@@ -257,7 +259,8 @@ class Memory:
         uid = validate.user_id(user_id)
         store, _, applier = self._parts()
         count = store.count(uid)
-        applier.write(uid, [], [StoreOp("delete_user", uid)], purge_user=True)
+        applier.write(uid, [], [StoreOp("delete_user", uid)], purge_user=True,
+                      tombstones=[Tombstone("all", "*", to_ms(utcnow()))])
         self._sessions.drop_user(uid)
         return count
 

@@ -26,6 +26,7 @@ from memray.models import (
     content_hash,
 )
 from memray.store.base import StoredMemory, Vector, VectorStore, Where
+from memray.store.events import Tombstone
 from memray.store.rows import to_ms
 
 Judge = Callable[[Fact, MemoryRecord], bool]
@@ -59,6 +60,7 @@ class Plan:
     events: list[MemoryEvent] = field(default_factory=list)
     rows: dict[str, StoredMemory] = field(default_factory=dict)
     deleted: dict[str, MemoryRecord] = field(default_factory=dict)
+    tombstones: list[Tombstone] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -103,13 +105,14 @@ class Resolver:
 
     # -- forget ------------------------------------------------------------------
     def _forget(self, uid: str, forget: Forget, plan: Plan, now: datetime) -> None:
+        at = to_ms(now)
+        if forget.everything:
+            plan.tombstones.append(Tombstone("all", "*", at))
+        plan.tombstones.extend(Tombstone("slot", s, at) for s in forget.slots)
         for record in self._store.query(uid, Where()):
             if record.id in plan.deleted or not self._forgotten(record, forget):
                 continue
-            plan.deleted[record.id] = record
-            plan.rows.pop(record.id, None)
-            plan.events.append(MemoryEvent(op="DELETE", memory_id=record.id, user_id=uid,
-                                           previous=record, at=now, reason="forget command"))
+            self._delete(uid, record, plan, now, "forget command")
 
     @staticmethod
     def _forgotten(record: MemoryRecord, forget: Forget) -> bool:
@@ -151,10 +154,19 @@ class Resolver:
             self._follow_op(scope, fact, vec, related, plan, now)
             return
         opposite = _opposite(fact.slot)
-        for rec, _ in related:
-            if opposite and rec.slot == opposite:
-                self._supersede(scope.user_id, rec, plan, now)
         same = [r for r, _ in related if fact.slot and r.slot == fact.slot]
+        rivals = [r for r, _ in related if opposite and r.slot == opposite]
+        if same and is_single_valued(fact.slot):
+            rivals += [r for r in same if r.content_hash != content_hash(fact.content)]
+        if any(r.created_at > now for r in rivals):
+            # A fact from an old log (backfill) never overrides a newer memory.
+            plan.events.append(MemoryEvent(op="NOOP", memory_id=rivals[0].id,
+                                           user_id=scope.user_id, memory=rivals[0], at=now,
+                                           reason="older than the memory it would replace"))
+            return
+        for rec in rivals:
+            if rec.slot == opposite:
+                self._supersede(scope.user_id, rec, plan, now)
         if same and is_single_valued(fact.slot):
             if any(r.content_hash == content_hash(fact.content) for r in same):
                 self._confirm(scope.user_id, same[0], fact, vec, plan, now)
@@ -200,11 +212,7 @@ class Resolver:
             self._supersede(scope.user_id, target, plan, now)
             self._add(scope, fact, vec, plan, now)
         elif fact.op == "DELETE":
-            plan.deleted[target.id] = target
-            plan.rows.pop(target.id, None)
-            plan.events.append(MemoryEvent(op="DELETE", memory_id=target.id,
-                                           user_id=scope.user_id, previous=target, at=now,
-                                           reason="extractor: delete"))
+            self._delete(scope.user_id, target, plan, now, "extractor: delete")
         else:
             plan.events.append(MemoryEvent(op="NOOP", memory_id=target.id,
                                            user_id=scope.user_id, memory=target, at=now,
@@ -217,6 +225,14 @@ class Resolver:
         return found[0] if found else None
 
     # -- plan edits --------------------------------------------------------------
+    @staticmethod
+    def _delete(uid: str, record: MemoryRecord, plan: Plan, now: datetime, reason: str) -> None:
+        plan.deleted[record.id] = record
+        plan.rows.pop(record.id, None)
+        plan.tombstones.append(Tombstone("hash", record.content_hash, to_ms(now)))
+        plan.events.append(MemoryEvent(op="DELETE", memory_id=record.id, user_id=uid,
+                                       previous=record, at=now, reason=reason))
+
     def _put(self, uid: str, new: MemoryRecord, old: MemoryRecord | None, vec: Vector,
              plan: Plan, now: datetime, reason: str) -> None:
         op = "ADD" if old is None else "UPDATE"
@@ -239,7 +255,8 @@ class Resolver:
     def _confirm(self, uid: str, rec: MemoryRecord, fact: Fact, vec: Vector, plan: Plan,
                  now: datetime) -> None:
         """The same fact again: refresh last_confirmed_at; a candidate becomes active."""
-        update = {"last_confirmed_at": now, "updated_at": now,
+        latest = max(now, rec.last_confirmed_at)  # a backfilled old turn moves nothing back
+        update = {"last_confirmed_at": latest, "updated_at": max(now, rec.updated_at),
                   "importance": max(rec.importance, fact.importance),
                   "confidence": max(rec.confidence, fact.confidence),
                   "source_turn_ids": tuple(dict.fromkeys(rec.source_turn_ids + fact.turn_ids))}

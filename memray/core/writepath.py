@@ -100,4 +100,5 @@ class WritePath:
             ops.append(StoreOp("delete", uid, ids=tuple(plan.deleted)))
         logged = [e for e in plan.events
                   if e.op in ("ADD", "UPDATE") and e.memory_id not in plan.deleted]
-        self._applier.write(uid, logged, ops, purge_ids=list(plan.deleted), clear_turns=seqs)
+        self._applier.write(uid, logged, ops, purge_ids=list(plan.deleted), clear_turns=seqs,
+                            tombstones=plan.tombstones)

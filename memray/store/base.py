@@ -89,3 +89,6 @@ class VectorStore(Protocol):
 
     def rows(self, user_id: str, where: Where) -> list[StoredMemory]:
         """Records with their vectors (for a hot set), unordered."""
+
+    def user_ids(self) -> list[str]:
+        """Every user with at least one row, sorted (for batch jobs)."""

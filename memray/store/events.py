@@ -37,6 +37,28 @@ class StoreOp:
 
 
 @dataclass(frozen=True)
+class Tombstone:
+    """What a deletion leaves behind so that nothing older brings it back (a backfill of
+    old logs, a merge): a content hash, a slot ("city", "like:" = prefix) or the whole
+    user ("*"), with when it was deleted. Content is never kept, only its hash."""
+
+    kind: Literal["hash", "slot", "all"]
+    key: str
+    at_ms: int
+
+    def covers(self, *, content_hash: str, slot: str | None, at_ms: int) -> bool:
+        """True when a fact stated at `at_ms` is older than this deletion and matches it."""
+        if at_ms > self.at_ms:
+            return False
+        if self.kind == "all":
+            return True
+        if self.kind == "hash":
+            return content_hash == self.key
+        s = slot or ""
+        return bool(s) and (s == self.key or (self.key.endswith(":") and s.startswith(self.key)))
+
+
+@dataclass(frozen=True)
 class Pending:
     seq: int
     op: StoreOp
@@ -50,10 +72,11 @@ class EventLog(Protocol):
 
     def commit(self, user_id: str, events: Sequence[MemoryEvent], ops: Sequence[StoreOp],
                *, purge_ids: Sequence[str] = (), purge_user: bool = False,
-               clear_turns: Sequence[int] = ()) -> list[int]:
+               clear_turns: Sequence[int] = (), tombstones: Sequence[Tombstone] = (),
+               marks: Sequence[tuple[str, str]] = ()) -> list[int]:
         """Atomically: purge history content (and, with purge_user, logged turns), drop the
-        processed turns, append events, queue ops, bump the version.
-        Returns the outbox sequence numbers of `ops`."""
+        processed turns, append events, record tombstones and job marks (job, key), queue
+        ops, bump the version. Returns the outbox sequence numbers of `ops`."""
 
     def log_turns(self, user_id: str, session: str, turns: Sequence[tuple[str, str, str]]) -> None:
         """Durably append (turn_id, role, content) turns awaiting extraction."""
@@ -70,6 +93,16 @@ class EventLog(Protocol):
     def version(self, user_id: str) -> int: ...
     def has_pending(self, user_id: str) -> bool:
         """True while an op of this user waits in the outbox (the store is behind)."""
+
+    def tombstones(self, user_id: str) -> list[Tombstone]: ...
+    def marks(self, job: str) -> set[str]:
+        """Keys a batch job recorded as done (its checkpoint)."""
+
+    def versions(self) -> dict[str, int]:
+        """Every user's memory version (users this log has seen)."""
+
+    def set_dim(self, dim: int) -> None:
+        """Change the vector size of queued ops; only with an empty outbox (migration)."""
 
 
 _SCHEMA = """
@@ -91,6 +124,11 @@ CREATE TABLE IF NOT EXISTS turns (
     role TEXT NOT NULL, content TEXT NOT NULL, at_ms INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS turns_by_session ON turns(user_id, session, seq);
+CREATE TABLE IF NOT EXISTS tombstones (
+    user_id TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL, at_ms INTEGER NOT NULL,
+    PRIMARY KEY (user_id, kind, key)
+);
+CREATE TABLE IF NOT EXISTS marks (job TEXT NOT NULL, key TEXT NOT NULL, PRIMARY KEY (job, key));
 """
 
 
@@ -125,7 +163,8 @@ class SQLiteEventLog:
 
     def commit(self, user_id: str, events: Sequence[MemoryEvent], ops: Sequence[StoreOp],
                *, purge_ids: Sequence[str] = (), purge_user: bool = False,
-               clear_turns: Sequence[int] = ()) -> list[int]:
+               clear_turns: Sequence[int] = (), tombstones: Sequence[Tombstone] = (),
+               marks: Sequence[tuple[str, str]] = ()) -> list[int]:
         with self._lock:
             db = self._conn()
             try:
@@ -142,6 +181,11 @@ class SQLiteEventLog:
                     "INSERT INTO events(user_id, memory_id, op, at_ms, body) VALUES (?,?,?,?,?)",
                     [(user_id, e.memory_id, e.op, to_ms(e.at), e.model_dump_json())
                      for e in events])
+                db.executemany(
+                    "INSERT INTO tombstones VALUES (?,?,?,?) ON CONFLICT(user_id, kind, key) "
+                    "DO UPDATE SET at_ms = max(at_ms, excluded.at_ms)",
+                    [(user_id, t.kind, t.key, t.at_ms) for t in tombstones])
+                db.executemany("INSERT OR IGNORE INTO marks VALUES (?, ?)", list(marks))
                 seqs = [self._queue(db, op) for op in ops]
                 if events or ops or purge_ids or purge_user:  # a real change
                     db.execute(
@@ -221,6 +265,30 @@ class SQLiteEventLog:
             row = self._conn().execute(
                 "SELECT 1 FROM outbox WHERE user_id = ? LIMIT 1", (user_id,)).fetchone()
         return row is not None
+
+    def tombstones(self, user_id: str) -> list[Tombstone]:
+        with self._lock:
+            rows = self._conn().execute(
+                "SELECT kind, key, at_ms FROM tombstones WHERE user_id = ?", (user_id,)
+            ).fetchall()
+        return [Tombstone(kind, key, int(at)) for kind, key, at in rows]
+
+    def marks(self, job: str) -> set[str]:
+        with self._lock:
+            rows = self._conn().execute("SELECT key FROM marks WHERE job = ?", (job,)).fetchall()
+        return {str(k) for (k,) in rows}
+
+    def versions(self) -> dict[str, int]:
+        with self._lock:
+            rows = self._conn().execute("SELECT user_id, version FROM versions").fetchall()
+        return {str(u): int(v) for u, v in rows}
+
+    def set_dim(self, dim: int) -> None:
+        with self._lock:
+            row = self._conn().execute("SELECT 1 FROM outbox LIMIT 1").fetchone()
+            if row is not None:
+                raise StoreError("cannot change the vector size while ops are queued")
+            self._dim = dim
 
     def version(self, user_id: str) -> int:
         with self._lock:

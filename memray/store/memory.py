@@ -84,6 +84,10 @@ class InMemoryStore:
             quote(row.record.user_id)  # same value rules as the real store
         with self._lock:
             for row in rows:
+                held = self._rows.get(row.record.id)
+                if held is not None and held.record.user_id != row.record.user_id:
+                    raise StoreError("a row id to replace belongs to another user")
+            for row in rows:
                 # Round-trip through the row format so the fake stores what Milvus stores.
                 record = from_row(to_row(row.record))
                 self._rows[record.id] = StoredMemory(record, row.vector.astype(np.float32))
@@ -129,3 +133,7 @@ class InMemoryStore:
 
     def count(self, user_id: str) -> int:
         return len(self._select(user_id, Where()))
+
+    def user_ids(self) -> list[str]:
+        with self._lock:
+            return sorted({s.record.user_id for s in self._rows.values()})

@@ -9,6 +9,7 @@ delete-by-filter would leave it behind (a deleted memory surviving).
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -22,7 +23,7 @@ import numpy as np
 from memray.errors import DimensionMismatchError, StoreError, StoreUnavailableError
 from memray.models import MemoryRecord
 from memray.store.base import StoredMemory, Vector, Where
-from memray.store.filters import build_filter
+from memray.store.filters import build_filter, quote
 from memray.store.rows import SCALAR_FIELDS, from_row, to_row
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ class MilvusStore:
     def __init__(
         self, uri: str, *, model: str, dim: int, alias: str = "memray_memories",
         prefix: str = "memray", token: str | None = None, timeout_s: float = 10.0,
-        strong_window_s: float = 10.0,
+        strong_window_s: float = 10.0, bind_alias: bool = True,
     ) -> None:
         self._uri, self._token, self._timeout = uri, token, timeout_s
         self._window = strong_window_s
@@ -94,6 +95,10 @@ class MilvusStore:
         self._written: dict[str, float] = {}
         self._model, self._dim, self._alias = model, dim, alias
         self._collection = collection_name(prefix, model, dim)
+        # bind_alias=False: work on this model's collection by name and leave the alias
+        # alone (a migration fills the next collection while the alias serves the old one).
+        self._bind = bind_alias
+        self._target = alias if bind_alias else self._collection
         self._client: Any = None
 
     @property
@@ -164,6 +169,12 @@ class MilvusStore:
     # -- schema ------------------------------------------------------------------
     def _ensure_collection(self) -> None:
         c = self._client
+        if not self._bind:
+            if not c.has_collection(self._collection):
+                self._create_collection()
+            self._check_collection(self._collection)
+            c.load_collection(self._collection)
+            return
         target = self._alias_target()
         if target is None:
             if not c.has_collection(self._collection):
@@ -182,12 +193,29 @@ class MilvusStore:
         target: str = self._client.describe_alias(alias=self._alias)["collection_name"]
         return target
 
+    def alias_target(self) -> str | None:
+        """The collection the alias points to now (None: no alias yet)."""
+        return self._call(self._alias_target)
+
+    def point_alias_here(self) -> str | None:
+        """Switch the alias to this store's collection in one step; returns the previous
+        target. Readers through the alias see the old or the new collection, never none."""
+        def run() -> str | None:
+            previous = self._alias_target()
+            if previous is None:
+                self._client.create_alias(collection_name=self._collection, alias=self._alias)
+            elif previous != self._collection:
+                self._client.alter_alias(collection_name=self._collection, alias=self._alias)
+            return previous
+
+        return self._call(run)
+
     def _check_collection(self, name: str) -> None:
         """The collection's name records its model and dimension (milvus-lite keeps no
         collection description), and its vector field must agree with it."""
         info = self._client.describe_collection(name)
         dims = [int(f["params"]["dim"]) for f in info["fields"] if f["name"] == "vector"]
-        if name != self._collection or dims != [self._dim]:
+        if (self._bind and name != self._collection) or dims != [self._dim]:
             have = f"{dims[0] if dims else '?'} dims"
             raise DimensionMismatchError(
                 f"alias {self._alias!r} points to collection {name!r} ({have}), but the "
@@ -249,7 +277,7 @@ class MilvusStore:
     def _insert_chunk(self, chunk: list[dict[str, Any]]) -> None:
         for user in {row["user_id"] for row in chunk}:
             self._touch(user)
-        self._call(lambda: self._client.insert(self._alias, chunk))
+        self._call(lambda: self._client.insert(self._target, chunk))
 
     # Milvus 2.3 makes a Strong read wait for the next time tick (~400 ms measured), and a
     # Session read does not see this client's deletes. So reads are Strong only for users
@@ -272,9 +300,47 @@ class MilvusStore:
         by_user: dict[str, list[str]] = {}
         for row in rows:
             by_user.setdefault(row.record.user_id, []).append(row.record.id)
-        for user, ids in by_user.items():
-            self.delete(user, ids)
+        if len(by_user) == 1:
+            for user, ids in by_user.items():
+                self.delete(user, ids)
+        else:
+            self._delete_many({row.record.id: row.record.user_id for row in rows})
         self.insert(rows)
+
+    def _delete_many(self, owners: dict[str, str]) -> None:
+        """Bulk writes span many users: find existing ids in one query per chunk instead
+        of one per user. An id found under another user is refused, never deleted."""
+        ids = list(owners)
+        for i in range(0, len(ids), _BATCH):
+            chunk = ids[i:i + _BATCH]
+            self._call(functools.partial(self._delete_chunk, chunk, owners))
+
+    def _delete_chunk(self, ids: list[str], owners: dict[str, str]) -> None:
+        found = self._client.query(self._target, filter=f"id in [{', '.join(map(quote, ids))}]",
+                                   output_fields=["id", "user_id"], limit=len(ids),
+                                   consistency_level="Strong")
+        for row in found:
+            if owners[row["id"]] != row["user_id"]:
+                raise StoreError("a row id to replace belongs to another user")
+        if found:
+            gone = ", ".join(quote(r["id"]) for r in found)
+            self._client.delete(self._target, filter=f"id in [{gone}]")
+
+    def user_ids(self) -> list[str]:
+        """Every user with at least one row (for jobs that walk all users)."""
+        def run() -> list[str]:
+            it = self._client.query_iterator(self._target, batch_size=_BATCH,
+                                             filter='id != ""', output_fields=["user_id"],
+                                             consistency_level="Strong")
+            users: set[str] = set()
+            try:
+                while batch := it.next():
+                    users.update(r["user_id"] for r in batch)
+            finally:
+                it.close()
+            return sorted(users)
+
+        return self._call(run)
 
     def _check_rows(self, rows: Sequence[StoredMemory]) -> None:
         for row in rows:
@@ -291,14 +357,14 @@ class MilvusStore:
         existing = self._rows(user_id, expr, ["id"], len(ids))
         if existing:
             self._touch(user_id)
-            self._call(lambda: self._client.delete(self._alias, filter=expr))
+            self._call(lambda: self._client.delete(self._target, filter=expr))
         return len(existing)
 
     def delete_user(self, user_id: str) -> int:
         n = self.count(user_id)
         expr = build_filter(user_id, Where())
         self._touch(user_id)
-        self._call(lambda: self._client.delete(self._alias, filter=expr))
+        self._call(lambda: self._client.delete(self._target, filter=expr))
         return n
 
     def query(self, user_id: str, where: Where, limit: int | None = None) -> list[MemoryRecord]:
@@ -315,7 +381,7 @@ class MilvusStore:
         window = min(limit or _QUERY_WINDOW, _QUERY_WINDOW)
         level = self._level(user_id)
         rows: list[dict[str, Any]] = self._call(lambda: self._client.query(
-            self._alias, filter=expr, output_fields=fields, limit=window,
+            self._target, filter=expr, output_fields=fields, limit=window,
             consistency_level=level))
         if len(rows) < window or (limit is not None and limit <= window):
             return rows
@@ -324,7 +390,7 @@ class MilvusStore:
 
     def _iterate(self, expr: str, fields: list[str], level: str) -> list[dict[str, Any]]:
         def run() -> list[dict[str, Any]]:
-            it = self._client.query_iterator(self._alias, batch_size=_BATCH, filter=expr,
+            it = self._client.query_iterator(self._target, batch_size=_BATCH, filter=expr,
                                              output_fields=fields, consistency_level=level)
             out: list[dict[str, Any]] = []
             try:
@@ -342,7 +408,7 @@ class MilvusStore:
         expr = build_filter(user_id, where)
         data = [np.asarray(vector, dtype=np.float32).tolist()]
         res = self._call(lambda: self._client.search(
-            self._alias, data=data, filter=expr, limit=limit,
+            self._target, data=data, filter=expr, limit=limit,
             output_fields=list(SCALAR_FIELDS), search_params={"metric_type": "COSINE"},
             consistency_level=self._level(user_id)))
         hits = []
