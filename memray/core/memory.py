@@ -13,11 +13,13 @@ from memray.config import MemoryConfig
 from memray.core import filters as search_filters
 from memray.core import validate
 from memray.core.applier import Applier
+from memray.core.engine import Engine
 from memray.core.factory import build_embedder, build_event_log, build_store, build_write_path
+from memray.core.gate import WriteGate
 from memray.core.hotset import HotSet
 from memray.core.ids import new_id
 from memray.core.intent import intents
-from memray.core.messages import normalize
+from memray.core.messages import Message, normalize
 from memray.core.policies import redact
 from memray.core.prompt import prompt_section
 from memray.core.ranking import rank
@@ -25,7 +27,7 @@ from memray.core.resolve import Scope
 from memray.core.session import SessionMemory
 from memray.core.writepath import WritePath
 from memray.embed.base import Embedder
-from memray.errors import MemoryNotFoundError
+from memray.errors import MemoryNotFoundError, StoreError
 from memray.models import (
     AddResult,
     MemoryEvent,
@@ -67,6 +69,11 @@ class Memory:
         self._writer: WritePath | None = None
         self._sessions = SessionMemory()
         self._hot: HotSet | None = None
+        # What a search uses, replaced as one tuple so that a migration's switch never
+        # pairs one model's query vector with the other model's collection.
+        self._live: tuple[Embedder, VectorStore, HotSet | None] | None = None
+        self._retired: list[VectorStore] = []
+        self._gate = WriteGate()
         self._open_lock = threading.Lock()
 
     @classmethod
@@ -90,25 +97,56 @@ class Memory:
             except Exception:
                 store.close()
                 raise
-            self._store, self._events = store, events
-            mode = self.config.recall.hot_set
-            if mode == "on" or (mode == "auto" and getattr(store, "is_embedded", False)):
-                self._hot = HotSet(dim=dim, max_users=self.config.recall.hot_set_users)
-            self._applier = Applier(store, events, on_change=self._hot)
-            self._writer = build_write_path(self.config, store=store, events=events,
-                                            applier=self._applier, embedder=self._embedder,
-                                            sessions=self._sessions)
+            self._events = events
+            self._install(self._embedder, store)
+            assert self._applier is not None
             self._applier.drain()
         return self
+
+    def _install(self, embedder: Embedder, store: VectorStore) -> None:
+        assert self._events is not None
+        hot = None
+        mode = self.config.recall.hot_set
+        if mode == "on" or (mode == "auto" and getattr(store, "is_embedded", False)):
+            hot = HotSet(dim=embedder.dim, max_users=self.config.recall.hot_set_users)
+        applier = Applier(store, self._events, on_change=hot)
+        self._writer = build_write_path(self.config, store=store, events=self._events,
+                                        applier=applier, embedder=embedder,
+                                        sessions=self._sessions)
+        self._embedder, self._store, self._hot, self._applier = embedder, store, hot, applier
+        self._live = (embedder, store, hot)
+
+    def switch_backend(self, embedder: Embedder, store: VectorStore,
+                       final: Callable[[], None]) -> None:
+        """Make (embedder, store) the live pair: the last step of a migration.
+
+        Writes wait while this runs: pending store ops are applied, then `final` runs
+        (the last catch-up, the checks and the alias switch; an exception aborts and
+        nothing is switched). Searches keep running on the old pair until the swap.
+        """
+        with self._gate.exclusive():
+            _, events, applier = self._parts()
+            if not applier.drain():
+                raise StoreError("queued writes could not be applied; not switching")
+            final()
+            events.set_dim(embedder.dim)
+            with self._open_lock:
+                old = self._store
+                self._install(embedder, store)
+                if old is not None:
+                    self._retired.append(old)  # searches in flight may still use it
 
     def close(self) -> None:
         with self._open_lock:
             if self._applier is None:
                 return
             assert self._store is not None and self._events is not None
-            self._applier = self._writer = self._hot = None
+            self._applier = self._writer = self._hot = self._live = None
             self._sessions.clear()
             self._store.close()
+            for retired in self._retired:
+                retired.close()
+            self._retired.clear()
             self._events.close()
             self._store = self._events = None
 
@@ -118,6 +156,12 @@ class Memory:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+    def engine(self) -> Engine:
+        """The open store, event log and applier, for batch jobs (memray.batch)."""
+        store, events, applier = self._parts()
+        return Engine(self.config, store, events, applier, self._embedder,
+                      self._write_path().user_lock)
 
     def _parts(self) -> tuple[VectorStore, EventLog, Applier]:
         if self._applier is None:
@@ -158,8 +202,13 @@ class Memory:
         if not self.enabled or level == 0:
             return AddResult()
         scope = Scope(uid, sid, aid, meta, level)
+        with self._gate.shared():
+            return self._add(scope, msgs, infer=infer, bare=isinstance(messages, str))
+
+    def _add(self, scope: Scope, msgs: list[Message], *, infer: bool,
+             bare: bool) -> AddResult:
         if infer:
-            complete = isinstance(messages, str) or bool(msgs and msgs[-1].role == "assistant")
+            complete = bare or bool(msgs and msgs[-1].role == "assistant")
             return self._write_path().add(scope, msgs, round_complete=complete)
         texts = [(m.index, redact(m.content.strip())) for m in msgs
                  if m.role == "user" and m.content.strip()]
@@ -172,7 +221,8 @@ class Memory:
         if not self.enabled:
             return AddResult()
         scope = Scope(uid, sid, None, {}, self.config.write.default_consent)
-        return self._write_path().add(scope, [], round_complete=True, force=True)
+        with self._gate.shared():
+            return self._write_path().add(scope, [], round_complete=True, force=True)
 
     def _write_path(self) -> WritePath:
         self._parts()
@@ -232,6 +282,10 @@ class Memory:
         """Replace a memory's content (re-embedded); raises MemoryNotFoundError."""
         uid, mid = validate.user_id(user_id), validate.memory_id(memory_id)
         text = validate.content(content, self.config.max_content_chars)
+        with self._gate.shared():
+            return self._update(uid, mid, text)
+
+    def _update(self, uid: str, mid: str, text: str) -> MemoryEvent:
         _, _, applier = self._parts()
         old = self._require(uid, mid)
         now = utcnow()
@@ -247,6 +301,10 @@ class Memory:
     def delete(self, memory_id: str, *, user_id: str) -> MemoryEvent:
         """Delete one memory and purge its history; raises MemoryNotFoundError."""
         uid, mid = validate.user_id(user_id), validate.memory_id(memory_id)
+        with self._gate.shared():
+            return self._delete(uid, mid)
+
+    def _delete(self, uid: str, mid: str) -> MemoryEvent:
         _, _, applier = self._parts()
         old = self._require(uid, mid)
         tomb = Tombstone("hash", old.content_hash, to_ms(utcnow()))
@@ -257,10 +315,11 @@ class Memory:
     def delete_all(self, *, user_id: str) -> int:
         """Delete every memory of the user and purge the user's history; returns the count."""
         uid = validate.user_id(user_id)
-        store, _, applier = self._parts()
-        count = store.count(uid)
-        applier.write(uid, [], [StoreOp("delete_user", uid)], purge_user=True,
-                      tombstones=[Tombstone("all", "*", to_ms(utcnow()))])
+        with self._gate.shared():
+            store, _, applier = self._parts()
+            count = store.count(uid)
+            applier.write(uid, [], [StoreOp("delete_user", uid)], purge_user=True,
+                          tombstones=[Tombstone("all", "*", to_ms(utcnow()))])
         self._sessions.drop_user(uid)
         return count
 
@@ -286,10 +345,12 @@ class Memory:
                       **search_filters.parse(filters))
         if not self.enabled:
             return []
-        store, events, _ = self._parts()
-        vector = self._embedder.embed([text])[0]
+        _, events, _ = self._parts()
+        assert self._live is not None
+        embedder, store, hot = self._live
+        vector = embedder.embed([text])[0]
         recall = self.config.recall
-        search = self._searcher(store, events, uid)
+        search = self._searcher(store, events, uid, hot)
         candidates = search(vector, max(recall.candidate_k, cap), where)
         intent_ids: set[str] = set()
         for extra in intents(text) if recall.intent_k and recall.w_intent else []:
@@ -302,10 +363,10 @@ class Memory:
         return rank(candidates, recall, now=utcnow(), threshold=floor, cap=cap,
                     intent_ids=frozenset(intent_ids))
 
-    def _searcher(self, store: VectorStore, events: EventLog,
-                  uid: str) -> Callable[[Vector, int, Where], list[tuple[MemoryRecord, float]]]:
+    @staticmethod
+    def _searcher(store: VectorStore, events: EventLog, uid: str, hot: HotSet | None,
+                  ) -> Callable[[Vector, int, Where], list[tuple[MemoryRecord, float]]]:
         """The user's vector search: from the hot set when one is kept and current."""
-        hot = self._hot
         if hot is None:
             return lambda vec, k, where: store.search(uid, vec, k, where)
         version = events.version(uid)

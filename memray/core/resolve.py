@@ -87,8 +87,11 @@ class Resolver:
         """Admitted facts as records for session memory (consent 1): never stored."""
         return [self._record(scope, f, now) for f in facts if policies.admit(f) is None]
 
-    def plan(self, scope: Scope, extraction: Extraction, now: datetime) -> Plan:
-        plan = Plan()
+    def plan(self, scope: Scope, extraction: Extraction, now: datetime,
+             into: Plan | None = None) -> Plan:
+        """`into`: continue a plan (a backfill resolves a user's rounds in order, each
+        against the memories the earlier rounds planned)."""
+        plan = into if into is not None else Plan()
         for forget in extraction.forgets:
             self._forget(scope.user_id, forget, plan, now)
         facts = []
@@ -109,8 +112,12 @@ class Resolver:
         if forget.everything:
             plan.tombstones.append(Tombstone("all", "*", at))
         plan.tombstones.extend(Tombstone("slot", s, at) for s in forget.slots)
-        for record in self._store.query(uid, Where()):
+        known = {r.id: r for r in self._store.query(uid, Where())}
+        known |= {rid: row.record for rid, row in plan.rows.items()}  # planned, not stored
+        for record in known.values():
             if record.id in plan.deleted or not self._forgotten(record, forget):
+                continue
+            if record.created_at > now:  # a forget in an old log spares what came later
                 continue
             self._delete(uid, record, plan, now, "forget command")
 

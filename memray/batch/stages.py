@@ -1,0 +1,74 @@
+"""Ray Data stages shared by the jobs: building units per user, embedding in an actor
+pool. They run in Ray workers; they import memray's core, never the other way round."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from memray.config import EmbedderConfig, MemoryConfig
+from memray.errors import InvalidInputError
+from memray.ingest.logs import parse_turn
+from memray.ingest.units import build_unit, unit_texts
+
+
+def _clean(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+
+
+def units_of_user(group: pd.DataFrame, *, infer: bool, memory: dict[str, Any],
+                  done: frozenset[str]) -> pd.DataFrame:
+    """map_groups: one user's log rows -> one row with the user's unit as JSON."""
+    cfg = MemoryConfig.model_validate(memory)
+    turns, invalid, error = [], 0, ""
+    for row in group.to_dict("records"):
+        try:
+            turns.append(parse_turn(_clean(row), cfg.max_content_chars * 10))
+        except InvalidInputError as exc:
+            invalid += 1
+            error = error or f"user {str(row.get('user_id'))[:64]!r}: {exc}"
+    unit = None
+    if turns:
+        from memray.core.factory import build_extractor
+
+        extractor = build_extractor(cfg) if infer else None
+        unit = build_unit(turns, infer=infer, extractor=extractor, done=done)
+    return pd.DataFrame({"unit": [json.dumps(unit) if unit else ""],
+                         "rows": [len(group)], "invalid": [invalid], "error": [error]})
+
+
+class EmbedTexts:
+    """An actor: loads the model once, embeds batches of units (or of plain texts)."""
+
+    def __init__(self, embedder: dict[str, Any], threads: int | None = None,
+                 text_of: str = "unit") -> None:
+        import torch
+
+        torch.set_num_threads(threads or os.cpu_count() or 1)
+        from memray.core.factory import build_embedder
+
+        self._embedder = build_embedder(MemoryConfig(embedder=EmbedderConfig.model_validate(
+            {**embedder, "cache_size": 0})))
+        self._embedder.open()
+        self._text_of = text_of
+
+    def __call__(self, batch: pd.DataFrame) -> pd.DataFrame:
+        column = batch[self._text_of].tolist()
+        if self._text_of == "unit":
+            per_row = [unit_texts(json.loads(u)) if u else [] for u in column]
+        else:
+            per_row = [[t] for t in column]
+        flat = [t for texts in per_row for t in texts]
+        vectors = self._embedder.embed(flat) if flat else np.zeros((0, 1), np.float32)
+        out, i = [], 0
+        for texts in per_row:
+            out.append(np.ascontiguousarray(vectors[i:i + len(texts)]).tobytes())
+            i += len(texts)
+        batch = batch.copy()
+        batch["vectors"] = out
+        return batch

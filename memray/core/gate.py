@@ -1,0 +1,40 @@
+"""`WriteGate`: writes pass together; a backend switch (migration) waits for them to
+finish and holds new ones back while it runs. Reads never wait on it."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+class WriteGate:
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._writers = 0
+        self._closed = False
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._closed)
+            self._writers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writers -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._closed)
+            self._closed = True  # no new writer gets in
+            self._cond.wait_for(lambda: self._writers == 0)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._closed = False
+                self._cond.notify_all()

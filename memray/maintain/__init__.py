@@ -1,0 +1,1 @@
+"""Nightly maintenance (the logic; the Ray job is memray/batch/maintenance.py)."""
