@@ -77,6 +77,11 @@ def demo(data_dir: str, user_id: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    if args_in[:1] == ["jobs"] and len(args_in) > 1 and not args_in[1].startswith("-"):
+        from memray.batch.cli import main as jobs_main
+
+        return jobs_main(args_in[1], args_in[2:])
     parser = argparse.ArgumentParser(prog="memray", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     d = sub.add_parser("demo", help="two sessions of one user on the embedded default")
@@ -91,6 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     kn.add_argument("--user", action="append", default=[], help="an exact user id (repeat)")
     kn.add_argument("--user-prefix", default=None)
     kn.add_argument("--admin", action="store_true")
+    sub.add_parser("jobs", help="batch jobs on Ray Data: `memray jobs backfill|maintenance|"
+                   "migrate --help`")
     bench = sub.add_parser("bench", help="benchmarks").add_subparsers(dest="bench",
                                                                        required=True)
     r = bench.add_parser("recall", help="in-process recall latency (lite or a server)")
@@ -104,6 +111,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     lo.add_argument("--data", required=True, help="a LoCoMo JSON file")
     lo.add_argument("--mode", choices=["turns", "observations"], default="turns")
     lo.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ig = bench.add_parser("ingest", help="backfill --infer false throughput vs the raw "
+                          "embedder on the same texts")
+    ig.add_argument("--users", type=int, default=200)
+    ig.add_argument("--turns", type=int, default=40, help="user turns per user")
+    ig.add_argument("--num-cpus", type=int, default=None)
+    mg = bench.add_parser("migrate", help="re-embed throughput and failed reads during a "
+                          "migration to all-mpnet-base-v2")
+    mg.add_argument("--users", type=int, default=50)
+    mg.add_argument("--per-user", type=int, default=40)
+    mg.add_argument("--num-cpus", type=int, default=None)
     b = bench.add_parser("serve", help="bounded HTTP load on 127.0.0.1 against the Serve app")
     b.add_argument("--clients", type=int, default=20)
     b.add_argument("--seconds", type=float, default=60.0)
@@ -120,6 +137,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return bench_locomo(args)
     if args.command == "bench" and args.bench == "serve":
         return bench_serve(args)
+    if args.command == "bench" and args.bench in ("ingest", "migrate"):
+        from memray.bench import jobs as jobs_bench
+
+        run_bench = jobs_bench.ingest if args.bench == "ingest" else jobs_bench.migrate
+        print(json.dumps(run_bench(args), indent=2))
+        return 0
+    if args.command == "jobs":
+        parser.error("name a job: memray jobs backfill|maintenance|migrate [--help]")
     if args.command == "bench":
         return bench_recall(args)
     if args.command == "serve":

@@ -60,19 +60,19 @@ def overrides(ns: argparse.Namespace) -> dict[str, Any]:
 
 def _runner(job: str) -> Callable[[str | None, dict[str, Any]], dict[str, Any]]:
     if job == "backfill":
-        from memray.batch import backfill
+        from memray.batch.backfill import run as run_backfill
         from memray.batch.config import BackfillArgs
 
-        return lambda cfg, ov: backfill.run(BackfillArgs.load(cfg, ov))
+        return lambda cfg, ov: run_backfill(BackfillArgs.load(cfg, ov))
     if job == "maintenance":
-        from memray.batch import maintenance
         from memray.batch.config import MaintenanceArgs
+        from memray.batch.maintenance import run as run_maintenance
 
-        return lambda cfg, ov: maintenance.run(MaintenanceArgs.load(cfg, ov))
-    from memray.batch import migrate
+        return lambda cfg, ov: run_maintenance(MaintenanceArgs.load(cfg, ov))
     from memray.batch.config import MigrateArgs
+    from memray.batch.migrate import run as run_migrate
 
-    return lambda cfg, ov: migrate.run(MigrateArgs.load(cfg, ov))
+    return lambda cfg, ov: run_migrate(MigrateArgs.load(cfg, ov))
 
 
 def main(job: str, argv: Sequence[str] | None = None) -> int:

@@ -59,6 +59,11 @@ class Applier:
                 # Applied in full: a cache at `before` may move to `after` with these ops.
                 self._on_change.applied(user_id, ops, before, after)
 
+    def notify(self, user_id: str) -> None:
+        """The user's rows were changed directly (a bulk import): caches drop them."""
+        if self._on_change is not None:
+            self._on_change.changed(user_id)
+
     def drain(self) -> bool:
         """Apply every queued op; True when the outbox is empty afterwards."""
         with self._lock:

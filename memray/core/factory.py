@@ -39,11 +39,13 @@ def milvus_uri(cfg: MemoryConfig, settings: Settings) -> str:
             or str(Path(cfg.data_dir) / "milvus.db"))
 
 
-def build_store(cfg: MemoryConfig, settings: Settings, *, model: str, dim: int) -> VectorStore:
+def build_store(cfg: MemoryConfig, settings: Settings, *, model: str, dim: int,
+                bind_alias: bool = True) -> MilvusStore:
     s = cfg.store
     return MilvusStore(milvus_uri(cfg, settings), model=model, dim=dim, alias=s.alias,
                        prefix=s.collection_prefix, token=s.milvus_token or settings.milvus_token,
-                       timeout_s=s.timeout_s, strong_window_s=s.strong_window_s)
+                       timeout_s=s.timeout_s, strong_window_s=s.strong_window_s,
+                       bind_alias=bind_alias)
 
 
 def build_extractor(cfg: MemoryConfig) -> Extractor:

@@ -117,7 +117,7 @@ class Memory:
         self._live = (embedder, store, hot)
 
     def switch_backend(self, embedder: Embedder, store: VectorStore,
-                       final: Callable[[], None]) -> None:
+                       final: Callable[[], None], *, config: MemoryConfig | None = None) -> None:
         """Make (embedder, store) the live pair: the last step of a migration.
 
         Writes wait while this runs: pending store ops are applied, then `final` runs
@@ -132,6 +132,8 @@ class Memory:
             events.set_dim(embedder.dim)
             with self._open_lock:
                 old = self._store
+                if config is not None:
+                    self.config = config
                 self._install(embedder, store)
                 if old is not None:
                     self._retired.append(old)  # searches in flight may still use it

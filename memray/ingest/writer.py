@@ -24,12 +24,11 @@ from memray.models import (
     MemoryEvent,
     MemoryRecord,
     MemorySource,
-    MemoryStatus,
     MemoryType,
     content_hash,
     utcnow,
 )
-from memray.store.base import StoredMemory, Where
+from memray.store.base import StoredMemory
 from memray.store.events import StoreOp, Tombstone
 
 JOB = "backfill"
@@ -81,15 +80,17 @@ class BackfillWriter:
         self._lookup = LookupEmbedder(engine.embedder)
         self._resolver = Resolver(engine.store, self._lookup, engine.config.write)
         self._drain_rows, self._queued = drain_rows, 0
+        self._buffer: list[tuple[str, dict[str, tuple[dict[str, Any], Matrix]],
+                                 list[tuple[str, str]]]] = []
         self.counts: Counter[str] = Counter()
 
     def write(self, unit: Unit, vectors: Matrix) -> None:
         uid = unit["user_id"]
         marks = [(JOB, mark_key(uid, k)) for k in unit["sessions"]]
-        with self._engine.user_lock(uid):
-            if "items" in unit:
-                self._write_messages(uid, unit, vectors, marks)
-            else:
+        if "items" in unit:
+            self._write_messages(uid, unit, vectors, marks)
+        else:
+            with self._engine.user_lock(uid):
                 self._write_facts(uid, unit, vectors, marks)
         self.counts["users"] += 1
         self.counts["sessions"] += len(unit["sessions"])
@@ -98,7 +99,8 @@ class BackfillWriter:
             self.flush()
 
     def flush(self) -> None:
-        """Apply every queued store op (bulk: consecutive replaces go as one call)."""
+        """Write what is buffered, then apply every queued store op."""
+        self._flush_messages()
         self._engine.applier.drain()
         self._queued = 0
 
@@ -131,36 +133,57 @@ class BackfillWriter:
         self._lookup.table = {}
 
     # -- infer=False: each user message becomes one memory ----------------------------
+    # Buffered across users: one query finds exact repeats for the whole buffer, one bulk
+    # write stores it, then each user's events and checkpoint marks are committed. The
+    # rows go to the store before the commit (not through the outbox): their ids are
+    # fixed by the log, so a crash in between only means the next run writes them again.
     def _write_messages(self, uid: str, unit: Unit, vectors: Matrix,
                         marks: list[tuple[str, str]]) -> None:
         tombs = self._engine.events.tombstones(uid)
-        fresh: dict[str, tuple[dict[str, Any], int]] = {}
+        fresh: dict[str, tuple[dict[str, Any], Matrix]] = {}
         for i, item in enumerate(unit["items"]):
             if _covered(tombs, item["text"], None, item["ts_ms"]):
                 self.counts["messages_tombstoned"] += 1
                 continue
-            fresh.setdefault(content_hash(item["text"]), (item, i))
-        known = set()
-        if fresh:
-            where = Where(content_hashes=tuple(fresh), statuses=(MemoryStatus.ACTIVE.value,))
-            known = {r.content_hash for r in self._engine.store.query(uid, where)}
-        rows, events = [], []
+            fresh.setdefault(content_hash(item["text"]), (item, vectors[i]))
+        self._buffer.append((uid, fresh, marks))
+        self._queued += len(fresh)
+
+    def _flush_messages(self) -> None:
+        buffer, self._buffer = self._buffer, []
+        if not buffer:
+            return
+        wanted = {uid: set(fresh) for uid, fresh, _ in buffer if fresh}
+        known = self._engine.store.known_hashes(wanted) if wanted else set()
         model = self._engine.embedder.model
-        for h, (item, i) in fresh.items():
-            if h in known:
-                self.counts["op_noop"] += 1
-                continue
-            at, text = _at(int(item["ts_ms"])), str(item["text"])
-            record = MemoryRecord(
-                id=str(item["id"]), user_id=uid, session_id=str(item["session_id"]) or None,
-                type=MemoryType.MESSAGE, content=text, source=MemorySource.IMPORTED,
-                source_turn_ids=(f"{item['session_id']}:{item['turn_id']}",),
-                source_excerpt=text[:200], created_at=at, updated_at=at,
-                last_confirmed_at=at, embedding_model=model, content_hash=h)
-            rows.append(StoredMemory(record, vectors[i]))
-            events.append(MemoryEvent(op="ADD", memory_id=record.id, user_id=uid,
-                                      memory=record, at=at, reason="backfill"))
-        self.counts["op_add"] += len(rows)
-        ops = [StoreOp("replace", uid, rows=tuple(rows))] if rows else []
-        self._engine.applier.write(uid, events, ops, marks=marks, apply=False)
-        self._queued += len(rows)
+        plans = []
+        for uid, fresh, marks in buffer:
+            rows, events = [], []
+            for h, (item, vector) in fresh.items():
+                if (uid, h) in known:
+                    self.counts["op_noop"] += 1
+                    continue
+                record = self._message(uid, item, h, model)
+                rows.append(StoredMemory(record, vector))
+                events.append(MemoryEvent(op="ADD", memory_id=record.id, user_id=uid,
+                                          memory=record, at=record.created_at,
+                                          reason="backfill"))
+            plans.append((uid, rows, events, marks))
+        all_rows = [r for _, rows, _, _ in plans for r in rows]
+        for i in range(0, len(all_rows), self._drain_rows):
+            self._engine.store.replace(all_rows[i:i + self._drain_rows])
+        for uid, rows, events, marks in plans:
+            with self._engine.user_lock(uid):
+                self._engine.events.commit(uid, events, [], marks=marks)
+            self._engine.applier.notify(uid)
+            self.counts["op_add"] += len(rows)
+
+    @staticmethod
+    def _message(uid: str, item: dict[str, Any], h: str, model: str) -> MemoryRecord:
+        at, text = _at(int(item["ts_ms"])), str(item["text"])
+        return MemoryRecord(
+            id=str(item["id"]), user_id=uid, session_id=str(item["session_id"]) or None,
+            type=MemoryType.MESSAGE, content=text, source=MemorySource.IMPORTED,
+            source_turn_ids=(f"{item['session_id']}:{item['turn_id']}",),
+            source_excerpt=text[:200], created_at=at, updated_at=at, last_confirmed_at=at,
+            embedding_model=model, content_hash=h)

@@ -92,3 +92,8 @@ class VectorStore(Protocol):
 
     def user_ids(self) -> list[str]:
         """Every user with at least one row, sorted (for batch jobs)."""
+
+    def known_hashes(self, wanted: dict[str, set[str]]) -> set[tuple[str, str]]:
+        """(user_id, content_hash) pairs among `wanted` held by an active row: a bulk
+        import's exact-repeat check for many users in one call. Each pair is matched
+        within its own user only."""

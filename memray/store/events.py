@@ -101,6 +101,10 @@ class EventLog(Protocol):
     def versions(self) -> dict[str, int]:
         """Every user's memory version (users this log has seen)."""
 
+    def get_meta(self, key: str) -> str | None: ...
+    def set_meta(self, key: str, value: str) -> None:
+        """Small durable settings of the jobs (e.g. the model a migration came from)."""
+
     def set_dim(self, dim: int) -> None:
         """Change the vector size of queued ops; only with an empty outbox (migration)."""
 
@@ -129,6 +133,7 @@ CREATE TABLE IF NOT EXISTS tombstones (
     PRIMARY KEY (user_id, kind, key)
 );
 CREATE TABLE IF NOT EXISTS marks (job TEXT NOT NULL, key TEXT NOT NULL, PRIMARY KEY (job, key));
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 
@@ -282,6 +287,16 @@ class SQLiteEventLog:
         with self._lock:
             rows = self._conn().execute("SELECT user_id, version FROM versions").fetchall()
         return {str(u): int(v) for u, v in rows}
+
+    def get_meta(self, key: str) -> str | None:
+        with self._lock:
+            row = self._conn().execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._lock:
+            self._conn().execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE "
+                                 "SET value = excluded.value", (key, value))
 
     def set_dim(self, dim: int) -> None:
         with self._lock:

@@ -134,6 +134,12 @@ class InMemoryStore:
     def count(self, user_id: str) -> int:
         return len(self._select(user_id, Where()))
 
+    def known_hashes(self, wanted: dict[str, set[str]]) -> set[tuple[str, str]]:
+        with self._lock:
+            return {(s.record.user_id, s.record.content_hash) for s in self._rows.values()
+                    if s.record.status.value == "active"
+                    and s.record.content_hash in wanted.get(s.record.user_id, set())}
+
     def user_ids(self) -> list[str]:
         with self._lock:
             return sorted({s.record.user_id for s in self._rows.values()})

@@ -326,9 +326,30 @@ class MilvusStore:
             gone = ", ".join(quote(r["id"]) for r in found)
             self._client.delete(self._target, filter=f"id in [{gone}]")
 
+    def known_hashes(self, wanted: dict[str, set[str]]) -> set[tuple[str, str]]:
+        users = sorted(wanted)
+        found: set[tuple[str, str]] = set()
+        for i in range(0, len(users), 100):
+            chunk = users[i:i + 100]
+            hashes = sorted({h for u in chunk for h in wanted[u]})
+            expr = (f"user_id in [{', '.join(map(quote, chunk))}] and status == \"active\" "
+                    f"and content_hash in [{', '.join(map(quote, hashes))}]")
+            rows = self._call(functools.partial(
+                self._client.query, self._target, filter=expr,
+                output_fields=["user_id", "content_hash"], limit=_QUERY_WINDOW,
+                consistency_level="Strong"))
+            found |= {(r["user_id"], r["content_hash"]) for r in rows
+                      if r["content_hash"] in wanted.get(r["user_id"], ())}
+        return found
+
     def user_ids(self) -> list[str]:
         """Every user with at least one row (for jobs that walk all users)."""
         def run() -> list[str]:
+            rows = self._client.query(self._target, filter='id != ""',
+                                      output_fields=["user_id"], limit=_QUERY_WINDOW,
+                                      consistency_level="Strong")
+            if len(rows) < _QUERY_WINDOW:
+                return sorted({r["user_id"] for r in rows})
             it = self._client.query_iterator(self._target, batch_size=_BATCH,
                                              filter='id != ""', output_fields=["user_id"],
                                              consistency_level="Strong")
