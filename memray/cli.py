@@ -82,6 +82,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from memray.batch.cli import main as jobs_main
 
         return jobs_main(args_in[1], args_in[2:])
+    return _dispatch(_parser(), args_in)
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memray", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     d = sub.add_parser("demo", help="two sessions of one user on the embedded default")
@@ -128,6 +132,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     b.add_argument("--url", default=None, help="a running app on 127.0.0.1; default: start one")
     b.add_argument("--key", default="mr_local_dev_key")
     b.add_argument("--config", default="serve_configs/local.yaml")
+    return parser
+
+
+def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if args.command == "version":
