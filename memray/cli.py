@@ -125,6 +125,12 @@ def _parser() -> argparse.ArgumentParser:
     mg.add_argument("--users", type=int, default=50)
     mg.add_argument("--per-user", type=int, default=40)
     mg.add_argument("--num-cpus", type=int, default=None)
+    mg.add_argument("--reads-per-s", type=float, default=5.0)
+    m0 = bench.add_parser("mem0", help="memray vs mem0 OSS: add(infer=False) and search "
+                          "(needs the bench extra)")
+    m0.add_argument("--users", type=int, default=20)
+    m0.add_argument("--per-user", type=int, default=50)
+    m0.add_argument("--queries", type=int, default=200)
     b = bench.add_parser("serve", help="bounded HTTP load on 127.0.0.1 against the Serve app")
     b.add_argument("--clients", type=int, default=20)
     b.add_argument("--seconds", type=float, default=60.0)
@@ -150,6 +156,13 @@ def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
 
         run_bench = jobs_bench.ingest if args.bench == "ingest" else jobs_bench.migrate
         print(json.dumps(run_bench(args), indent=2))
+        return 0
+    if args.command == "bench" and args.bench == "mem0":
+        from memray.bench.mem0 import Mem0BenchArgs
+        from memray.bench.mem0 import run as run_mem0
+
+        print(json.dumps(run_mem0(Mem0BenchArgs(users=args.users, per_user=args.per_user,
+                                               queries=args.queries)), indent=2))
         return 0
     if args.command == "jobs":
         parser.error("name a job: memray jobs backfill|maintenance|migrate [--help]")

@@ -66,7 +66,7 @@ def _run(args: BackfillArgs, mem: Memory) -> dict[str, Any]:
                        num_cpus=pool.cpus_per_actor, num_gpus=pool.gpus_per_actor or None,
                        fn_constructor_kwargs={
                            "embedder": args.memory.embedder.model_dump(mode="json"),
-                           "threads": pool.torch_threads}))
+                           "threads": pool.threads}))
     writer = BackfillWriter(engine, drain_rows=args.drain_rows)
     progress = Progress("backfill", args.progress_every_s)
     counts = writer.counts

@@ -31,8 +31,13 @@ class PoolArgs(BaseModel):
     actors: int = Field(1, gt=0)
     cpus_per_actor: float = Field(1.0, gt=0)
     gpus_per_actor: float = Field(0.0, ge=0)
-    torch_threads: int | None = Field(None, gt=0, description="None: the machine's cores.")
+    torch_threads: int | None = Field(None, gt=0, description="None: one per CPU held "
+                                      "(cpus_per_actor, at least 1).")
     batch_units: int = Field(16, gt=0, description="Users per embedding batch.")
+
+    @property
+    def threads(self) -> int:
+        return self.torch_threads or max(1, int(self.cpus_per_actor))
 
 
 class JobArgs(BaseModel):

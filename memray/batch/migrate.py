@@ -177,7 +177,7 @@ def _reembed(args: MigrateArgs, new_cfg: EmbedderConfig, syncer: Syncer, staging
         compute=ActorPoolStrategy(size=pool.actors), num_cpus=pool.cpus_per_actor,
         num_gpus=pool.gpus_per_actor or None,
         fn_constructor_kwargs={"embedder": new_cfg.model_dump(mode="json"),
-                               "threads": pool.torch_threads, "text_of": "text"})
+                               "threads": pool.threads, "text_of": "text"})
     dim = syncer.embedder.dim
     for batch in ds.iter_batches(batch_size=args.rows_per_batch, batch_format="pandas"):
         records = [MemoryRecord.model_validate_json(r) for r in batch["record"]]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from typing import Any
 
 import numpy as np
@@ -49,7 +48,9 @@ class EmbedTexts:
                  text_of: str = "unit") -> None:
         import torch
 
-        torch.set_num_threads(threads or os.cpu_count() or 1)
+        # Threads beyond the CPUs the actor holds spin against the driver's and the
+        # other tasks' threads (OpenMP): 256 texts took 200 s instead of 10 under load.
+        torch.set_num_threads(threads or 1)
         from memray.core.factory import build_embedder
 
         self._embedder = build_embedder(MemoryConfig(embedder=EmbedderConfig.model_validate(

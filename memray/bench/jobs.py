@@ -5,8 +5,8 @@ once by the raw embedder in this process (texts/s), then imported by the backfil
 with `--infer false` into a fresh embedded store (texts/s, end to end, Ray already up);
 the ratio is the figure of merit (1.0: the job costs nothing beyond embedding).
 migrate: a fresh store of users x memories (all-MiniLM-L6-v2) is migrated to
-all-mpnet-base-v2 while a thread searches without pause; it reports the re-embed rate and
-the searches that failed or returned nothing during the run.
+all-mpnet-base-v2 while a thread searches `--reads-per-s` times a second; it reports the re-embed rate
+and the searches that failed or returned nothing during the run.
 """
 
 from __future__ import annotations
@@ -110,8 +110,8 @@ def migrate(ns: argparse.Namespace) -> dict[str, Any]:
                         for i in range(ns.per_user)]
                 mem.add(msgs, user_id=f"user-{u:04d}", infer=False)
 
-            def reader() -> None:
-                while not stop.is_set():
+            def reader() -> None:  # a steady read load, not a CPU hog
+                while not stop.wait(1 / ns.reads_per_s):
                     uid = f"user-{rng.randrange(ns.users):04d}"
                     try:
                         hits = mem.search(sentence(rng, 0), user_id=uid, threshold=-1.0)
