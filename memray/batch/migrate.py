@@ -92,6 +92,8 @@ def _run(args: MigrateArgs, mem: Memory) -> dict[str, Any]:
         _reembed(args, new_cfg, syncer, staging, counts, progress)
     embed_s = time.monotonic() - started
     snapshot = _catch_up(engine, syncer, snapshot, counts, progress, rounds=5)
+    _check_counts(syncer, None)  # every user, while writes still flow
+    snapshot = _catch_up(engine, syncer, snapshot, counts, progress, rounds=5)
     self_recall, overlap = recall_agreement(engine.store, old, target, new_embedder,
                                             _sample(syncer, args.sample))
     if self_recall < args.min_agreement:
@@ -100,12 +102,11 @@ def _run(args: MigrateArgs, mem: Memory) -> dict[str, Any]:
     info: dict[str, Any] = {"paused_ms": 0.0, "previous": ""}
 
     def final() -> None:
+        # Writes are held back: only the users written since the last check are left.
         t0 = time.monotonic()
+        last = engine.events.versions()
         _catch_up(engine, syncer, snapshot, counts, progress, rounds=1)
-        bad = syncer.count_mismatches()
-        if bad:
-            raise MigrationError(f"memory counts differ for {len(bad)} user(s), e.g. "
-                                 f"{bad[0]!r}; the alias was not switched")
+        _check_counts(syncer, [u for u, v in last.items() if snapshot.get(u) != v])
         info["previous"] = target.point_alias_here() or ""
         info["paused_ms"] = (time.monotonic() - t0) * 1000
 
@@ -120,12 +121,21 @@ def _run(args: MigrateArgs, mem: Memory) -> dict[str, Any]:
         "collection": target.collection, "previous_collection": info["previous"],
         "users": len(syncer.users()), "re_embedded": counts["re_embedded"],
         "re_embed_per_s": round(counts["re_embedded"] / embed_s, 1) if embed_s else 0.0,
+        "re_embed_steady_per_s": round(counts["steady_rows"] * 1000 / counts["steady_ms"], 1)
+        if counts["steady_ms"] else None,
         "stale_deleted": counts["stale_deleted"],
         "caught_up_copied": counts["caught_up_copied"],
         "caught_up_deleted": counts["caught_up_deleted"],
         "self_recall": round(self_recall, 4), "overlap_at_5": round(overlap, 4),
         "writes_paused_ms": round(info["paused_ms"], 1),
         "seconds": round(progress.elapsed_s, 1)}, args)
+
+
+def _check_counts(syncer: Syncer, users: list[str] | None) -> None:
+    bad = syncer.count_mismatches(users)
+    if bad:
+        raise MigrationError(f"memory counts differ for {len(bad)} user(s), e.g. {bad[0]!r}; "
+                             "the alias was not switched")
 
 
 def engine_config(engine: Engine) -> EmbedderConfig:
@@ -179,12 +189,18 @@ def _reembed(args: MigrateArgs, new_cfg: EmbedderConfig, syncer: Syncer, staging
         fn_constructor_kwargs={"embedder": new_cfg.model_dump(mode="json"),
                                "threads": pool.threads, "text_of": "text"})
     dim = syncer.embedder.dim
+    first: tuple[float, int] | None = None
     for batch in ds.iter_batches(batch_size=args.rows_per_batch, batch_format="pandas"):
         records = [MemoryRecord.model_validate_json(r) for r in batch["record"]]
         vectors = np.stack([np.frombuffer(v, dtype=np.float32).reshape(dim)
                             for v in batch["vectors"]])
         syncer.write(records, vectors)
         counts["re_embedded"] += len(records)
+        if first is None:  # the rate after the first batch leaves out the pool's start-up
+            first = (time.monotonic(), counts["re_embedded"])
+        else:
+            counts["steady_ms"] = int((time.monotonic() - first[0]) * 1000)
+            counts["steady_rows"] = counts["re_embedded"] - first[1]
         progress.tick(counts)
 
 

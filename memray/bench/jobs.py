@@ -5,8 +5,8 @@ once by the raw embedder in this process (texts/s), then imported by the backfil
 with `--infer false` into a fresh embedded store (texts/s, end to end, Ray already up);
 the ratio is the figure of merit (1.0: the job costs nothing beyond embedding).
 migrate: a fresh store of users x memories (all-MiniLM-L6-v2) is migrated to
-all-mpnet-base-v2 while a thread searches `--reads-per-s` times a second; it reports the re-embed rate
-and the searches that failed or returned nothing during the run.
+all-mpnet-base-v2 while a thread searches `--reads-per-s` times a second; it reports the
+re-embed rate and the searches that failed or returned nothing during the run.
 """
 
 from __future__ import annotations
@@ -128,6 +128,6 @@ def migrate(ns: argparse.Namespace) -> dict[str, Any]:
             stop.set()
             thread.join()
     return {"memories": ns.users * ns.per_user, **{k: result[k] for k in (
-        "re_embedded", "re_embed_per_s", "writes_paused_ms", "self_recall", "overlap_at_5",
-        "seconds")}, "searches_during": stats["searches"],
+        "re_embedded", "re_embed_per_s", "re_embed_steady_per_s", "writes_paused_ms",
+        "self_recall", "overlap_at_5", "seconds")}, "searches_during": stats["searches"],
         "failed_searches": stats["errors"], "empty_searches": stats["empty"]}

@@ -86,7 +86,8 @@ def _ids(value: str | list[str]) -> tuple[str, ...]:
     return tuple(x.strip() for item in items for x in re.split(r"[;,\s]+", item) if x.strip())
 
 
-def _evidence(qa: dict[str, Any]) -> set[str]:
+def evidence_ids(qa: dict[str, Any]) -> set[str]:
+    """The dia ids that hold the answer to a question."""
     return set(_ids(qa.get("evidence", [])))
 
 
@@ -110,7 +111,7 @@ def run(args: LocomoArgs, *, embedder: Embedder | None = None,
                     by_text[text.strip()] += ids
                 questions = [q for q in conv["qa"] if q.get("category") in CATEGORIES]
                 for qa in questions:
-                    evidence = _evidence(qa)
+                    evidence = evidence_ids(qa)
                     if not evidence:
                         continue
                     hits = m.search(str(qa["question"]), user_id=user, top_k=max(args.ks),

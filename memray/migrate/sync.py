@@ -57,8 +57,9 @@ class Syncer:
     def users(self) -> list[str]:
         return sorted(set(self.source.user_ids()) | set(self.target.user_ids()))
 
-    def count_mismatches(self) -> list[str]:
-        return [u for u in self.users() if self.source.count(u) != self.target.count(u)]
+    def count_mismatches(self, users: list[str] | None = None) -> list[str]:
+        return [u for u in (self.users() if users is None else users)
+                if self.source.count(u) != self.target.count(u)]
 
 
 def recall_agreement(source: VectorStore, source_embedder: Embedder, target: VectorStore,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from memray.bench.locomo import Scores, _evidence, memories
+from memray.bench.locomo import Scores, evidence_ids, memories
 
 
 def test_recall_all_and_mrr_by_hand() -> None:
@@ -20,7 +20,7 @@ def test_recall_all_and_mrr_by_hand() -> None:
 
 
 def test_dataset_shapes() -> None:
-    assert _evidence({"evidence": ["D1:3; D1:4", "D2:1"]}) == {"D1:3", "D1:4", "D2:1"}
+    assert evidence_ids({"evidence": ["D1:3; D1:4", "D2:1"]}) == {"D1:3", "D1:4", "D2:1"}
     conv = {"conversation": {"session_2": [{"speaker": "A", "dia_id": "D2:1", "text": "b"}],
                              "session_1": [{"speaker": "B", "dia_id": "D1:1", "text": "a",
                                             "blip_caption": "a cat"}],
