@@ -34,9 +34,10 @@ def _read(args: BackfillArgs) -> Any:
     if fmt == "auto":
         fmt = "parquet" if all(p.endswith(".parquet") or Path(p).is_dir()
                                for p in paths) else "jsonl"
+    # Fractional read tasks, so reading never waits on the CPUs the actor pool holds.
     if fmt == "parquet":
-        return ray.data.read_parquet(paths)
-    return ray.data.read_json(paths, lines=True)
+        return ray.data.read_parquet(paths, num_cpus=0.25)
+    return ray.data.read_json(paths, lines=True, num_cpus=0.25)
 
 
 def run(args: BackfillArgs, memory: Memory | None = None) -> dict[str, Any]:

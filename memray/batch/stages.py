@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from typing import Any
 
 import numpy as np
@@ -65,11 +66,14 @@ class EmbedTexts:
         else:
             per_row = [[t] for t in column]
         flat = [t for texts in per_row for t in texts]
+        t0 = time.perf_counter()
         vectors = self._embedder.embed(flat) if flat else np.zeros((0, 1), np.float32)
+        spent_ms = (time.perf_counter() - t0) * 1000
         out, i = [], 0
         for texts in per_row:
             out.append(np.ascontiguousarray(vectors[i:i + len(texts)]).tobytes())
             i += len(texts)
         batch = batch.copy()
         batch["vectors"] = out
+        batch["embed_ms"] = spent_ms / max(len(per_row), 1)  # the model's own time, per row
         return batch

@@ -128,6 +128,6 @@ def migrate(ns: argparse.Namespace) -> dict[str, Any]:
             stop.set()
             thread.join()
     return {"memories": ns.users * ns.per_user, **{k: result[k] for k in (
-        "re_embedded", "re_embed_per_s", "re_embed_steady_per_s", "writes_paused_ms",
+        "re_embedded", "re_embed_per_s", "re_embed_model_per_s", "writes_paused_ms",
         "self_recall", "overlap_at_5", "seconds")}, "searches_during": stats["searches"],
         "failed_searches": stats["errors"], "empty_searches": stats["empty"]}

@@ -32,6 +32,8 @@ class LocomoArgs:
     data: str
     mode: Mode = "turns"
     ks: tuple[int, ...] = (5, 10, 20)
+    recall: dict[str, Any] = field(default_factory=dict)  # RecallConfig overrides
+    dates: bool = False  # prefix each turn with its session's date
 
 
 @dataclass
@@ -63,8 +65,10 @@ class Scores:
         return out
 
 
-def memories(conv: dict[str, Any], mode: Mode) -> list[tuple[tuple[str, ...], str]]:
-    """(dia_ids, text) pairs to store for one conversation."""
+def memories(conv: dict[str, Any], mode: Mode,
+             dates: bool = False) -> list[tuple[tuple[str, ...], str]]:
+    """(dia_ids, text) pairs to store for one conversation; `dates` prefixes each turn
+    with its session's date ("[8 May, 2023] ...")."""
     if mode == "observations":
         return [(_ids(dia), fact) for session in conv["observation"].values()
                 for facts in session.values() for fact, dia in facts]
@@ -72,8 +76,11 @@ def memories(conv: dict[str, Any], mode: Mode) -> list[tuple[tuple[str, ...], st
     out: list[tuple[tuple[str, ...], str]] = []
     for key in sorted((k for k in c if re.fullmatch(r"session_\d+", k)),
                       key=lambda k: int(k.split("_")[1])):
+        when = str(c.get(f"{key}_date_time", "")).split(" on ")[-1]
         for turn in c[key]:
             text = f"{turn['speaker']}: {turn['text']}"
+            if dates and when:
+                text = f"[{when}] {text}"
             if turn.get("blip_caption"):
                 text += f" [shares a photo: {turn['blip_caption']}]"
             out.append(((turn["dia_id"],), text))
@@ -97,11 +104,12 @@ def run(args: LocomoArgs, *, embedder: Embedder | None = None,
     conversations = json.loads(Path(args.data).read_text(encoding="utf-8"))
     per_cat: dict[str, Scores] = defaultdict(Scores)
     with tempfile.TemporaryDirectory(prefix="memray-locomo-") as tmp:
-        cfg = MemoryConfig.model_validate({"data_dir": tmp, "max_messages": 5000})
+        cfg = MemoryConfig.model_validate({"data_dir": tmp, "max_messages": 5000,
+                                           "recall": args.recall})
         with Memory(cfg, embedder=embedder) as m:
             for conv in conversations:
                 user = conv["sample_id"]
-                items = memories(conv, args.mode)
+                items = memories(conv, args.mode, dates=args.dates)
                 for i in range(0, len(items), 500):
                     chunk = items[i:i + 500]
                     m.add([{"role": "user", "content": text} for _, text in chunk],

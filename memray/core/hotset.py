@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from memray.core.lexical import BM25
 from memray.models import MemoryRecord, MemoryStatus
 from memray.store.base import StoredMemory, Vector, Where
 from memray.store.events import StoreOp
@@ -37,6 +38,35 @@ class _Entry:
     version: int
     records: list[MemoryRecord]
     matrix: np.ndarray  # unit rows, float32
+    _lexical: BM25 | None = None  # built on the first keyword search
+
+    def keyword_scores(self, query: str) -> np.ndarray:
+        """BM25 of every row for `query`, scaled so the best row is 1 (all 0: no match)."""
+        if self._lexical is None:
+            self._lexical = BM25([r.content for r in self.records])
+        raw = self._lexical.scores(query)
+        top = float(raw.max()) if len(raw) else 0.0
+        return raw / top if top > 0 else raw
+
+    def hybrid(self, user_id: str, vector: Vector, query: str, limit: int,
+               where: Where) -> list[tuple[MemoryRecord, float, float]]:
+        """(record, cosine, keyword score) of the `limit` best rows by cosine and of the
+        `limit` best by keywords, among rows that satisfy `where`."""
+        if not self.records:
+            return []
+        q = np.asarray(vector, dtype=np.float32)
+        sims = self.matrix @ (q / max(float(np.linalg.norm(q)), 1e-12))
+        lex = self.keyword_scores(query)
+        picked: dict[int, None] = {}
+        for order in (np.argsort(-sims, kind="stable"), np.argsort(-lex, kind="stable")):
+            taken = 0
+            for i in order:
+                if taken == limit:
+                    break
+                if matches(self.records[i], user_id, where):
+                    picked[int(i)] = None
+                    taken += 1
+        return [(self.records[i], float(sims[i]), float(lex[i])) for i in picked]
 
     def patched(self, ops: Sequence[StoreOp], version: int) -> _Entry:
         """A copy with `ops` applied: replaced rows swapped in (active ones only), deleted
@@ -99,12 +129,20 @@ class HotSet:
     def search(self, user_id: str, version: int, vector: Vector, limit: int, where: Where,
                load: Callable[[], list[StoredMemory] | None]) -> Hits | None:
         """Hits from the hot set, or None when the user's set cannot be held."""
+        entry = self._entry(user_id, version, load)
+        return None if entry is None else entry.search(user_id, vector, limit, where)
+
+    def hybrid(self, user_id: str, version: int, vector: Vector, query: str, limit: int,
+               where: Where, load: Callable[[], list[StoredMemory] | None],
+               ) -> list[tuple[MemoryRecord, float, float]] | None:
+        """Dense and keyword candidates (see `_Entry.hybrid`), or None when not held."""
+        entry = self._entry(user_id, version, load)
+        return None if entry is None else entry.hybrid(user_id, vector, query, limit, where)
+
+    def _entry(self, user_id: str, version: int,
+               load: Callable[[], list[StoredMemory] | None]) -> _Entry | None:
         entry = self._get(user_id, version)
-        if entry is None:
-            entry = self._load(user_id, version, load)
-            if entry is None:
-                return None
-        return entry.search(user_id, vector, limit, where)
+        return entry if entry is not None else self._load(user_id, version, load)
 
     def _get(self, user_id: str, version: int) -> _Entry | None:
         with self._lock:

@@ -353,7 +353,17 @@ class Memory:
         vector = embedder.embed([text])[0]
         recall = self.config.recall
         search = self._searcher(store, events, uid, hot)
-        candidates = search(vector, max(recall.candidate_k, cap), where)
+        keyword: dict[str, float] = {}
+        found = None
+        if recall.w_lexical and hot is not None:  # hybrid: dense + BM25 over the hot set
+            found = hot.hybrid(uid, events.version(uid), vector, text,
+                               max(recall.candidate_k, cap), where,
+                               self._loader(store, events, uid))
+        if found is not None:
+            candidates = [(r, sim) for r, sim, _ in found]
+            keyword = {r.id: lex for r, _, lex in found}
+        else:
+            candidates = search(vector, max(recall.candidate_k, cap), where)
         intent_ids: set[str] = set()
         for extra in intents(text) if recall.intent_k and recall.w_intent else []:
             narrowed = replace(where, **{k: v for k, v in extra.items()
@@ -363,7 +373,17 @@ class Memory:
             intent_ids.update(r.id for r, _ in hits)
             candidates += [h for h in hits if h[0].id not in {c.id for c, _ in candidates}]
         return rank(candidates, recall, now=utcnow(), threshold=floor, cap=cap,
-                    intent_ids=frozenset(intent_ids))
+                    intent_ids=frozenset(intent_ids), keyword=keyword)
+
+    @staticmethod
+    def _loader(store: VectorStore, events: EventLog,
+                uid: str) -> Callable[[], list[StoredMemory] | None]:
+        def load() -> list[StoredMemory] | None:
+            if events.has_pending(uid):  # the store is behind the log: do not cache
+                return None
+            return store.rows(uid, Where(statuses=_ACTIVE))
+
+        return load
 
     @staticmethod
     def _searcher(store: VectorStore, events: EventLog, uid: str, hot: HotSet | None,
@@ -372,11 +392,7 @@ class Memory:
         if hot is None:
             return lambda vec, k, where: store.search(uid, vec, k, where)
         version = events.version(uid)
-
-        def load() -> list[StoredMemory] | None:
-            if events.has_pending(uid):  # the store is behind the log: do not cache
-                return None
-            return store.rows(uid, Where(statuses=_ACTIVE))
+        load = Memory._loader(store, events, uid)
 
         def search(vec: Vector, k: int, where: Where) -> list[tuple[MemoryRecord, float]]:
             hits = hot.search(uid, version, vec, k, where, load)

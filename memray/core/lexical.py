@@ -1,0 +1,75 @@
+"""BM25 over one user's memories, for hybrid recall (dense similarity + keyword match).
+
+Dense embeddings from a small model miss exact names, rare words and numbers that a
+question shares with the memory that answers it; BM25 catches those. Tokens: lower-cased
+Latin words and digits with a light suffix stemming, English stop words dropped, and CJK
+character bigrams (single characters for one-character runs).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+_WORD = re.compile(r"[a-z0-9]+|[\u4e00-\u9fff]+")
+_STOP_WORDS = """a an and are as at be been but by can could did do does for from had has
+have he her hers him his how i if in into is it its me my of on or our she so than that the
+their them then there these they this to too us was we were what when where which who whom
+why will with would you your yours about after again all also am any because before being
+both during each few more most other some such only own same just very s t don should now
+"""
+STOP = frozenset(_STOP_WORDS.split())
+
+
+def _stem(word: str) -> str:
+    for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word.endswith("ss"):
+            return word[: -len(suffix)] + keep
+    return word
+
+
+def tokens(text: str) -> list[str]:
+    out: list[str] = []
+    for run in _WORD.findall(text.lower()):
+        if "\u4e00" <= run[0] <= "\u9fff":
+            out += [run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)]
+        elif run not in STOP:
+            out.append(_stem(run))
+    return out
+
+
+class BM25:
+    """Okapi BM25 over a fixed list of documents; `scores` is one pass over the postings of
+    the query's terms."""
+
+    def __init__(self, docs: Sequence[str], *, k1: float = 1.2, b: float = 0.75) -> None:
+        self._n = len(docs)
+        lengths = np.zeros(self._n, dtype=np.float32)
+        postings: dict[str, list[tuple[int, int]]] = {}
+        for i, doc in enumerate(docs):
+            counts = Counter(tokens(doc))
+            lengths[i] = sum(counts.values())
+            for term, tf in counts.items():
+                postings.setdefault(term, []).append((i, tf))
+        avg = float(lengths.mean()) if self._n else 0.0
+        self._norm = k1 * (1 - b + b * lengths / max(avg, 1e-9))
+        self._k1 = k1
+        self._postings = {t: (np.array([i for i, _ in p], dtype=np.int64),
+                              np.array([tf for _, tf in p], dtype=np.float32))
+                          for t, p in postings.items()}
+
+    def scores(self, query: str) -> npt.NDArray[np.float32]:
+        out = np.zeros(self._n, dtype=np.float32)
+        for term in set(tokens(query)):
+            found = self._postings.get(term)
+            if found is None:
+                continue
+            ids, tf = found
+            idf = math.log(1 + (self._n - len(ids) + 0.5) / (len(ids) + 0.5))
+            out[ids] += idf * tf * (self._k1 + 1) / (tf + self._norm[ids])
+        return out
