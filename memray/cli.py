@@ -115,6 +115,12 @@ def _parser() -> argparse.ArgumentParser:
     lo.add_argument("--data", required=True, help="a LoCoMo JSON file")
     lo.add_argument("--mode", choices=["turns", "observations"], default="turns")
     lo.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    lo.add_argument("--dates", action="store_true",
+                    help="store each turn with its session's date: '[8 May, 2023] ...'")
+    lo.add_argument("--context", type=int, default=0, help="store each turn with this many "
+                    "characters of the turn it replies to")
+    lo.add_argument("--w-lexical", type=float, default=None,
+                    help="recall.w_lexical (keyword weight); default: the config default")
     ig = bench.add_parser("ingest", help="backfill --infer false throughput vs the raw "
                           "embedder on the same texts")
     ig.add_argument("--users", type=int, default=200)
@@ -206,7 +212,9 @@ def new_key(args: argparse.Namespace) -> int:
 def bench_locomo(args: argparse.Namespace) -> int:
     from memray.bench.locomo import LocomoArgs, run, table
 
-    result = run(LocomoArgs(data=args.data, mode=args.mode),
+    recall = {} if args.w_lexical is None else {"w_lexical": args.w_lexical}
+    result = run(LocomoArgs(data=args.data, mode=args.mode, dates=args.dates,
+                            context=args.context, recall=recall),
                  progress=lambda line: print(line, file=sys.stderr))
     print(json.dumps(result, indent=2) if args.json else table(result))
     return 0

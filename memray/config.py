@@ -79,9 +79,9 @@ class RecallConfig(BaseModel):
         "shared with other processes.")
     hot_set_users: int = Field(64, gt=0, description="Users held in the hot set (LRU).")
     intent_k: int = Field(3, ge=0, le=64, description="Memories taken per detected intent.")
-    w_lexical: float = Field(0.5, ge=0.0, description="Weight of the keyword (BM25) match, "
+    w_lexical: float = Field(0.3, ge=0.0, description="Weight of the keyword (BM25) match, "
                              "0..1 per query; needs the hot set (milvus-lite). 0: dense only. "
-                             "0.5 was best on the LoCoMo development split (BENCHMARKS.md).")
+                             "Tuned on the LoCoMo development split (BENCHMARKS.md).")
     intent_min_similarity: float = Field(0.1, ge=-1, le=1, description="Intent matches "
                                          "below this cosine similarity are still dropped.")
     half_life_days: dict[str, float | None] = Field(

@@ -12,6 +12,7 @@ re-embed rate and the searches that failed or returned nothing during the run.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import tempfile
 import threading
@@ -62,7 +63,7 @@ def ingest(ns: argparse.Namespace) -> dict[str, Any]:
     import ray
 
     from memray.batch import backfill
-    from memray.batch.config import BackfillArgs, RayArgs
+    from memray.batch.config import BackfillArgs, PoolArgs, RayArgs
     from memray.batch.runtime import ray_session
     from memray.config import MemoryConfig
     from memray.core.factory import build_embedder
@@ -80,8 +81,11 @@ def ingest(ns: argparse.Namespace) -> dict[str, Any]:
             raw.embed(texts[i:i + 64])
         raw_rate = len(texts) / (time.perf_counter() - t0)
         raw.close()
+        # The raw embedder uses every core; so does the pool's one actor (it holds one CPU
+        # for scheduling, and the driver's writes are its only competition here).
         args = BackfillArgs(memory=cfg, input=[str(logs)], infer=False,
-                            ray=RayArgs(num_cpus=ns.num_cpus), progress_every_s=5.0)
+                            ray=RayArgs(num_cpus=ns.num_cpus), progress_every_s=5.0,
+                            embed=PoolArgs(torch_threads=os.cpu_count() or 1))
         with ray_session(args):
             assert ray.is_initialized()
             t0 = time.perf_counter()

@@ -34,6 +34,7 @@ class LocomoArgs:
     ks: tuple[int, ...] = (5, 10, 20)
     recall: dict[str, Any] = field(default_factory=dict)  # RecallConfig overrides
     dates: bool = False  # prefix each turn with its session's date
+    context: int = 0  # characters of the previous turn stored with each turn
 
 
 @dataclass
@@ -65,10 +66,11 @@ class Scores:
         return out
 
 
-def memories(conv: dict[str, Any], mode: Mode,
-             dates: bool = False) -> list[tuple[tuple[str, ...], str]]:
+def memories(conv: dict[str, Any], mode: Mode, dates: bool = False,
+             context: int = 0) -> list[tuple[tuple[str, ...], str]]:
     """(dia_ids, text) pairs to store for one conversation; `dates` prefixes each turn
-    with its session's date ("[8 May, 2023] ...")."""
+    with its session's date ("[8 May, 2023] ..."); `context` > 0 appends that many
+    characters of the turn it answers ("(replying to Mel: ...)")."""
     if mode == "observations":
         return [(_ids(dia), fact) for session in conv["observation"].values()
                 for facts in session.values() for fact, dia in facts]
@@ -77,10 +79,14 @@ def memories(conv: dict[str, Any], mode: Mode,
     for key in sorted((k for k in c if re.fullmatch(r"session_\d+", k)),
                       key=lambda k: int(k.split("_")[1])):
         when = str(c.get(f"{key}_date_time", "")).split(" on ")[-1]
+        previous = None
         for turn in c[key]:
             text = f"{turn['speaker']}: {turn['text']}"
             if dates and when:
                 text = f"[{when}] {text}"
+            if context and previous is not None:
+                text += f" (replying to {previous['speaker']}: {previous['text'][:context]})"
+            previous = turn
             if turn.get("blip_caption"):
                 text += f" [shares a photo: {turn['blip_caption']}]"
             out.append(((turn["dia_id"],), text))
@@ -109,7 +115,7 @@ def run(args: LocomoArgs, *, embedder: Embedder | None = None,
         with Memory(cfg, embedder=embedder) as m:
             for conv in conversations:
                 user = conv["sample_id"]
-                items = memories(conv, args.mode, dates=args.dates)
+                items = memories(conv, args.mode, dates=args.dates, context=args.context)
                 for i in range(0, len(items), 500):
                     chunk = items[i:i + 500]
                     m.add([{"role": "user", "content": text} for _, text in chunk],

@@ -51,8 +51,9 @@ def _data(args: Mem0BenchArgs) -> tuple[dict[str, list[str]], list[tuple[str, st
     rng = random.Random(3)
     users = {f"user-{u:03d}": [sentence(rng, u * args.per_user + i)
                                for i in range(args.per_user)] for u in range(args.users)}
-    queries = [(f"user-{rng.randrange(args.users):03d}", rng.choice(QUESTIONS))
-               for _ in range(args.queries)]
+    # Every query text is new, so neither side answers from an embedding cache.
+    queries = [(f"user-{rng.randrange(args.users):03d}", f"{rng.choice(QUESTIONS)} ({i})")
+               for i in range(args.queries)]
     return users, queries
 
 
