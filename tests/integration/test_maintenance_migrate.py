@@ -243,3 +243,22 @@ def rollback_and_check(tmp_path: Path, users: list[str], counts: dict[str, int])
         assert kept.count("user-3") == counts["user-3"]
     finally:
         kept.close()
+
+
+def test_merge_summary_comes_from_the_llm_when_one_is_configured(tmp_path: Path) -> None:
+    from openai_stub import Reply, ScriptedOpenAI
+
+    with ScriptedOpenAI() as llm:
+        llm.replies.append(Reply({"summary": "Loves green tea, drinks it daily"}))
+        write = {"extractor": "llm", "llm": {"base_url": llm.base_url, "model": "m"}}
+        cfg = MemoryConfig.model_validate({"data_dir": str(tmp_path), "write": write})
+        with Memory(cfg) as mem:
+            for text in ("I like green tea", "I really like drinking green tea"):
+                put(mem, "u1", text, importance=0.2)
+            result = maintenance.run(MaintenanceArgs.model_validate(
+                {"memory": cfg.model_dump(), "ray": {}}), memory=mem)
+            assert result["merged_clusters"] == 1
+            merged = mem.get_all(user_id="u1").items
+            assert [r.content for r in merged] == ["Loves green tea, drinks it daily"]
+        prompt = llm.requests[0]["body"]["messages"][0]["content"]
+        assert "I like green tea" in prompt and "I really like drinking green tea" in prompt
