@@ -112,7 +112,7 @@ def _run(args: MigrateArgs, mem: Memory) -> dict[str, Any]:
 
     mem.switch_backend(new_embedder, target, final,
                        config=mem.config.model_copy(update={"embedder": new_cfg}))
-    engine.events.set_meta(PREVIOUS, engine_config(engine).model_dump_json())
+    engine.events.set_meta(PREVIOUS, engine.config.embedder.model_dump_json())
     shutil.rmtree(staging, ignore_errors=True)
     progress.tick(counts, force=True)
     return summary("migrate" + (" (rollback)" if args.rollback else ""), {
@@ -137,10 +137,6 @@ def _check_counts(syncer: Syncer, users: list[str] | None) -> None:
     if bad:
         raise MigrationError(f"memory counts differ for {len(bad)} user(s), e.g. {bad[0]!r}; "
                              "the alias was not switched")
-
-
-def engine_config(engine: Engine) -> EmbedderConfig:
-    return engine.config.embedder
 
 
 def _stage(syncer: Syncer, staging: Path, counts: Counter[str], progress: Progress) -> int:

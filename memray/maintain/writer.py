@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from memray.core.engine import Engine
+from memray.core.resolve import LIVE_STATUSES
 from memray.maintain.plan import UserPlan
 from memray.models import MemoryEvent, utcnow
 from memray.store.base import StoredMemory, Vector, Where
@@ -49,4 +50,4 @@ def commit(engine: Engine, plan: UserPlan, vectors: dict[str, Vector], version: 
 
 
 def live_rows(engine: Engine, uid: str) -> list[StoredMemory]:
-    return engine.store.rows(uid, Where(statuses=("active", "candidate")))
+    return engine.store.rows(uid, Where(statuses=LIVE_STATUSES))
