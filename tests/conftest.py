@@ -33,6 +33,18 @@ def embedder() -> CachedEmbedder:
     return e
 
 
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    """A local Ray with 2 CPUs (CI's size) for one test module of the batch jobs."""
+    import ray
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"RAY_AUTH_MODE": "disabled"}})
+    yield
+    ray.shutdown()
+
+
 @pytest.fixture(scope="session")
 def milvus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """URI of a Milvus 2.3 standalone server on 127.0.0.1, started for this test session."""

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from memray.batch.config import BackfillArgs
-from memray.batch.runtime import Progress, ray_session, summary
+from memray.batch.runtime import Progress, run_job, summary
 from memray.batch.stages import EmbedTexts, units_of_user
 from memray.core.memory import Memory
 from memray.errors import ConfigError
@@ -41,14 +41,7 @@ def _read(args: BackfillArgs) -> Any:
 
 
 def run(args: BackfillArgs, memory: Memory | None = None) -> dict[str, Any]:
-    with ray_session(args):
-        own = memory is None
-        mem = memory or Memory(args.memory)
-        try:
-            return _run(args, mem)
-        finally:
-            if own:
-                mem.close()
+    return run_job(args, memory, lambda mem: _run(args, mem))
 
 
 def _run(args: BackfillArgs, mem: Memory) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any, cast
 import pandas as pd
 
 from memray.batch.config import MaintenanceArgs
-from memray.batch.runtime import Progress, ray_session, summary
+from memray.batch.runtime import Progress, run_job, summary
 from memray.core.engine import Engine
 from memray.core.memory import Memory
 from memray.maintain.codec import item_to_rows, plan_from_json, plan_to_json, rows_to_item
@@ -44,14 +44,7 @@ def plan_batch(batch: pd.DataFrame, *, settings: dict[str, Any], now_ms: int, di
 
 
 def run(args: MaintenanceArgs, memory: Memory | None = None) -> dict[str, Any]:
-    with ray_session(args):
-        own = memory is None
-        mem = memory or Memory(args.memory)
-        try:
-            return _run(args, mem)
-        finally:
-            if own:
-                mem.close()
+    return run_job(args, memory, lambda mem: _run(args, mem))
 
 
 def _chunks(engine: Engine, size: int) -> Iterator[list[dict[str, Any]]]:

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from memray.batch.config import MigrateArgs
-from memray.batch.runtime import Progress, ray_session, summary
+from memray.batch.runtime import Progress, run_job, summary
 from memray.batch.stages import EmbedTexts
 from memray.config import EmbedderConfig, MemoryConfig
 from memray.core.engine import Engine
@@ -49,14 +49,7 @@ class MigrationError(StoreError):
 
 
 def run(args: MigrateArgs, memory: Memory | None = None) -> dict[str, Any]:
-    with ray_session(args):
-        own = memory is None
-        mem = memory or Memory(args.memory)
-        try:
-            return _run(args, mem)
-        finally:
-            if own:
-                mem.close()
+    return run_job(args, memory, lambda mem: _run(args, mem))
 
 
 def _target_config(args: MigrateArgs, mem: Memory, engine: Engine) -> EmbedderConfig:

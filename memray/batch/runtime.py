@@ -6,11 +6,14 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memray.batch.config import JobArgs
+
+if TYPE_CHECKING:
+    from memray.core.memory import Memory
 
 
 @contextmanager
@@ -34,6 +37,21 @@ def ray_session(args: JobArgs) -> Iterator[None]:
         yield
     finally:
         ray.shutdown()
+
+
+def run_job(args: JobArgs, memory: Memory | None,
+            body: Callable[[Memory], dict[str, Any]]) -> dict[str, Any]:
+    """`body` on a Ray session and a `Memory`: the one given (left open), or one opened
+    from `args.memory` for this job (closed after)."""
+    from memray.core.memory import Memory
+
+    with ray_session(args):
+        mem = memory or Memory(args.memory)
+        try:
+            return body(mem)
+        finally:
+            if memory is None:
+                mem.close()
 
 
 def _configure_data() -> None:

@@ -26,7 +26,7 @@ from memray.models import (
     content_hash,
 )
 from memray.store.base import StoredMemory, Vector, VectorStore, Where
-from memray.store.events import Tombstone
+from memray.store.events import StoreOp, Tombstone
 from memray.store.rows import to_ms
 
 Judge = Callable[[Fact, MemoryRecord], bool]
@@ -61,6 +61,20 @@ class Plan:
     rows: dict[str, StoredMemory] = field(default_factory=dict)
     deleted: dict[str, MemoryRecord] = field(default_factory=dict)
     tombstones: list[Tombstone] = field(default_factory=list)
+
+    def store_ops(self, user_id: str) -> list[StoreOp]:
+        """The store changes of the plan: its rows replaced, then its deletions."""
+        ops = []
+        if self.rows:
+            ops.append(StoreOp("replace", user_id, rows=tuple(self.rows.values())))
+        if self.deleted:
+            ops.append(StoreOp("delete", user_id, ids=tuple(self.deleted)))
+        return ops
+
+    def logged_events(self) -> list[MemoryEvent]:
+        """The events kept in the history (deleted memories keep none)."""
+        return [e for e in self.events
+                if e.op in ("ADD", "UPDATE") and e.memory_id not in self.deleted]
 
 
 @dataclass(frozen=True)

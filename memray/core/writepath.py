@@ -26,7 +26,7 @@ from memray.core.session import SessionMemory
 from memray.extract.base import Extraction, Extractor, Turn
 from memray.models import AddResult, MemoryEvent, MemoryRecord, utcnow
 from memray.store.base import VectorStore, Where
-from memray.store.events import EventLog, StoreOp
+from memray.store.events import EventLog
 
 
 class WritePath:
@@ -93,12 +93,6 @@ class WritePath:
                                  for r in records])
 
     def _commit(self, uid: str, plan: Plan, seqs: list[int]) -> None:
-        ops = []
-        if plan.rows:
-            ops.append(StoreOp("replace", uid, rows=tuple(plan.rows.values())))
-        if plan.deleted:
-            ops.append(StoreOp("delete", uid, ids=tuple(plan.deleted)))
-        logged = [e for e in plan.events
-                  if e.op in ("ADD", "UPDATE") and e.memory_id not in plan.deleted]
-        self._applier.write(uid, logged, ops, purge_ids=list(plan.deleted), clear_turns=seqs,
+        self._applier.write(uid, plan.logged_events(), plan.store_ops(uid),
+                            purge_ids=list(plan.deleted), clear_turns=seqs,
                             tombstones=plan.tombstones)

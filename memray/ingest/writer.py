@@ -29,7 +29,7 @@ from memray.models import (
     utcnow,
 )
 from memray.store.base import StoredMemory
-from memray.store.events import StoreOp, Tombstone
+from memray.store.events import Tombstone
 
 JOB = "backfill"
 
@@ -118,18 +118,12 @@ class BackfillWriter:
             scope = Scope(uid, r["session_id"] or None, None, {}, 2)
             forgets = [forget_from_json(g) for g in r["forgets"]]
             self._resolver.plan(scope, Extraction(kept, forgets), _at(r["ts_ms"]), into=plan)
-        ops = []
-        if plan.rows:
-            ops.append(StoreOp("replace", uid, rows=tuple(plan.rows.values())))
-        if plan.deleted:
-            ops.append(StoreOp("delete", uid, ids=tuple(plan.deleted)))
-        logged = [e for e in plan.events
-                  if e.op in ("ADD", "UPDATE") and e.memory_id not in plan.deleted]
         for e in plan.events:
             self.counts[f"op_{e.op.lower()}"] += 1
         # Applied at once: the next unit of this user (a later run) plans against it.
-        self._engine.applier.write(uid, logged, ops, purge_ids=list(plan.deleted),
-                                   tombstones=plan.tombstones, marks=marks)
+        self._engine.applier.write(uid, plan.logged_events(), plan.store_ops(uid),
+                                   purge_ids=list(plan.deleted), tombstones=plan.tombstones,
+                                   marks=marks)
         self._lookup.table = {}
 
     # -- infer=False: each user message becomes one memory ----------------------------

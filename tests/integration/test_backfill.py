@@ -8,11 +8,9 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import ray
 from jobs_helpers import SAMPLE_JSONL, SAMPLE_PARQUET, contents, snapshot
 
 from memray import Memory, MemoryConfig
@@ -23,13 +21,7 @@ from memray.bench.jobs import _logs
 ROOT = Path(__file__).parents[2]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def local_ray() -> Iterator[None]:
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"RAY_AUTH_MODE": "disabled"}})
-    yield
-    ray.shutdown()
+pytestmark = pytest.mark.usefixtures("local_ray")
 
 
 def args(data_dir: Path, *inputs: Path, infer: bool = True, **extra: object) -> BackfillArgs:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-import ray
 from jobs_helpers import snapshot
 
 from memray import Memory, MemoryConfig
@@ -22,14 +20,7 @@ from memray.store.base import StoredMemory
 from memray.store.events import StoreOp
 from memray.store.milvus import MilvusStore
 
-
-@pytest.fixture(scope="module", autouse=True)
-def local_ray() -> Iterator[None]:
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"RAY_AUTH_MODE": "disabled"}})
-    yield
-    ray.shutdown()
+pytestmark = pytest.mark.usefixtures("local_ray")
 
 
 def put(mem: Memory, uid: str, text: str, *, days_old: float = 0.0, importance: float = 0.5,
