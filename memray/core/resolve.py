@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from memray.config import WriteConfig
-from memray.core import policies
+from memray.core import lexical, policies
 from memray.core.ids import new_id
 from memray.embed.base import Embedder
 from memray.extract.base import Extraction, Fact, Forget, is_single_valued
+from memray.extract.rules import classify
 from memray.models import (
     MemoryEvent,
     MemoryRecord,
@@ -53,6 +54,31 @@ def _opposite(slot: str | None) -> str | None:
     if slot and slot.startswith("dislike:"):
         return "like:" + slot[8:]
     return None
+
+
+def forgotten(slot: str | None, content: str, forget: Forget) -> bool:
+    """Whether a memory matches a forget. A memory stored without a slot (verbatim) is
+    classified from its content, so "forget my working hours" reaches it too; a topic
+    given as terms matches a memory that contains every term (Latin words compared
+    stemmed, Chinese runs as substrings)."""
+    if forget.everything:
+        return True
+    if slot is None and forget.slots:
+        found = classify(content)
+        slot = found[1] if found else None
+    if slot and any(slot == s or (s.endswith(":") and slot.startswith(s))
+                    for s in forget.slots):
+        return True
+    if not forget.terms:
+        return False
+    words, folded = set(lexical.tokens(content)), content.casefold()
+    for term in forget.terms:
+        if "\u4e00" <= term[0] <= "\u9fff":
+            if term not in folded:
+                return False
+        elif not set(lexical.tokens(term)) <= words:
+            return False
+    return True
 
 
 @dataclass
@@ -137,10 +163,7 @@ class Resolver:
 
     @staticmethod
     def _forgotten(record: MemoryRecord, forget: Forget) -> bool:
-        if forget.everything:
-            return True
-        slot = record.slot or ""
-        return any(slot == s or (s.endswith(":") and slot.startswith(s)) for s in forget.slots)
+        return forgotten(record.slot, record.content, forget)
 
     # -- facts -------------------------------------------------------------------
     def _related(self, uid: str, fact: Fact, vec: Vector, plan: Plan,

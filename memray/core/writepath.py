@@ -15,18 +15,22 @@ from __future__ import annotations
 import threading
 import zlib
 from collections.abc import Sequence
-from datetime import datetime
+from functools import partial
 
 from memray.core import policies
 from memray.core.applier import Applier
 from memray.core.ids import new_id
 from memray.core.messages import Message
-from memray.core.resolve import LIVE_STATUSES, Plan, Resolver, Scope
+from memray.core.resolve import LIVE_STATUSES, Plan, Resolver, Scope, forgotten
 from memray.core.session import SessionMemory
-from memray.extract.base import Extraction, Extractor, Turn
+from memray.extract.base import Extractor, Forget, Turn
 from memray.models import AddResult, MemoryEvent, MemoryRecord, utcnow
 from memray.store.base import VectorStore, Where
 from memray.store.events import EventLog
+
+
+def _matches(forget: Forget, record: MemoryRecord) -> bool:
+    return forgotten(record.slot, record.content, forget)
 
 
 class WritePath:
@@ -42,6 +46,9 @@ class WritePath:
             force: bool = False) -> AddResult:
         if scope.consent == 0:
             return AddResult()
+        if scope.consent == 1:
+            return self._add_session_only(scope, messages, round_complete=round_complete,
+                                          force=force)
         with self.user_lock(scope.user_id):
             session = scope.session_id or ""
             turns = [(new_id(), m.role, policies.redact(m.content))
@@ -55,6 +62,30 @@ class WritePath:
                 return AddResult(pending_turns=len(pending))
             return self._extract(scope, pending)
 
+    def _add_session_only(self, scope: Scope, messages: Sequence[Message], *,
+                          round_complete: bool, force: bool) -> AddResult:
+        """Consent 1: the turns wait in process, never in the turn log, and what they say
+        becomes session memory only. A later consent-2 round never sees them."""
+        session = scope.session_id or ""
+        turns = [Turn(new_id(), m.role, policies.redact(m.content))
+                 for m in messages if m.content.strip()]
+        waiting = self._sessions.hold(scope.user_id, session, turns)
+        urgent = any(t.role == "user" and self._extractor.is_urgent(t.content) for t in turns)
+        if not (force or urgent or round_complete or waiting >= self._every_n):
+            return AddResult(pending_turns=waiting)
+        held = self._sessions.take(scope.user_id, session)
+        if not held:
+            return AddResult()
+        extraction = self._extractor.extract(held, [])
+        for forget in extraction.forgets:  # a forget said here reaches this session's facts
+            self._sessions.forget(scope.user_id, session, partial(_matches, forget))
+        records = self._resolver.session_records(scope, extraction.facts, utcnow())
+        self._sessions.add(scope.user_id, session, records)
+        return AddResult(events=[MemoryEvent(op="ADD", memory_id=r.id, user_id=scope.user_id,
+                                             memory=r, at=r.created_at,
+                                             reason="session only (consent 1)")
+                                 for r in records])
+
     def user_lock(self, user_id: str) -> threading.Lock:
         """Two writes of one user never interleave (they would extract the same turns
         twice); writes of different users mostly run in parallel (striped locks)."""
@@ -67,8 +98,6 @@ class WritePath:
         extraction = self._extractor.extract(turns, self._existing(scope.user_id, turns))
         now = utcnow()
         seqs = [seq for seq, *_ in pending]
-        if scope.consent == 1:
-            return self._session_only(scope, extraction, seqs, now)
         plan = self._resolver.plan(scope, extraction, now)
         self._commit(scope.user_id, plan, seqs)
         return AddResult(events=plan.events)
@@ -81,16 +110,6 @@ class WritePath:
         hits = self._store.search(user_id, self._resolver.embed_one(user_text),
                                   self._max_existing, Where(statuses=LIVE_STATUSES))
         return [record for record, _ in hits]
-
-    def _session_only(self, scope: Scope, extraction: Extraction, seqs: list[int],
-                      now: datetime) -> AddResult:
-        records = self._resolver.session_records(scope, extraction.facts, now)
-        self._sessions.add(scope.user_id, scope.session_id or "", records)
-        self._applier.write(scope.user_id, [], [], clear_turns=seqs)
-        return AddResult(events=[MemoryEvent(op="ADD", memory_id=r.id, user_id=scope.user_id,
-                                             memory=r, at=r.created_at,
-                                             reason="session only (consent 1)")
-                                 for r in records])
 
     def _commit(self, uid: str, plan: Plan, seqs: list[int]) -> None:
         self._applier.write(uid, plan.logged_events(), plan.store_ops(uid),

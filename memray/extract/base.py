@@ -40,10 +40,12 @@ class Fact:
 
 @dataclass(frozen=True)
 class Forget:
-    """Delete what matches: memories in these slots (a trailing ':' matches a prefix);
+    """Delete what matches: memories in these slots (a trailing ':' matches a prefix),
+    or, for a topic that names no slot, memories containing every one of `terms`;
     `everything` deletes all."""
 
     slots: tuple[str, ...] = ()
+    terms: tuple[str, ...] = ()
     everything: bool = False
     turn_id: str = ""
 

@@ -26,13 +26,26 @@ CORRECTION = re.compile(r"现在|搬到|搬去|换工作|换了工作|不再|改
                         r"instead)\b", re.I)
 REMEMBER = re.compile(r"^(?:请)?(?:你)?(?:要)?记住[:：,，]?\s*|^(?:please\s+)?remember"
                       r"(?:\s+that)?[:,]?\s+", re.I)
-FORGET = re.compile(r"忘掉|忘记|忘了吧|删掉|删除|别再提|不要再提|"
-                    r"\bforget\b|\bdelete\b.*\b(?:know|remember|memor)|\bstop mentioning\b|"
-                    r"\bdon't mention\b.*\bagain\b|\berase\b", re.I)
-_FORGET_ALL = re.compile(r"所有(?:的)?记忆|全部记忆|一切|everything about me|"
-                         r"all (?:of )?(?:my |your )?memor|everything you know about me\s*$",
-                         re.I)
-
+FORGET = re.compile(r"忘掉|忘记|忘了吧|删掉|删除|清空|抹掉|别再提|不要再提|"
+                    r"\bforget\b|\b(?:delete|remove|clear)\b.*\b(?:know|remember|memor|data)|"
+                    r"\bstop mentioning\b|\bdon't mention\b.*\bagain\b|\berase\b|\bwipe\b",
+                    re.I)
+# Forget-everything needs an "all" word AND no topic left once the command's own words
+# are taken out (see `forget_command`): "delete all of your memories about my working
+# hours" names a topic and deletes only that.
+_FORGET_ALL = re.compile(r"所有|全部|一切|通通|统统|\b(?:everything|all|anything)\b", re.I)
+# The words of a forget command itself (verbs, "all", "memories", pronouns, fillers):
+# whatever remains after removing them is the topic.
+_COMMAND_WORDS = re.compile(
+    r"忘掉|忘记|忘了吧|忘了|删掉|删除|删了|清除|清空|抹掉|别再提|不要再提|别提|再也别|"
+    r"请|麻烦|帮我|你|您|把|将|我|关于|有关|相关|的|所有|全部|一切|通通|统统|"
+    r"记忆|记得|知道|信息|内容|这件事|那件事|这事|事情|东西|资料|数据|都|吧|了|啊|呢|吗|掉|"
+    r"\b(?:please|kindly|can|could|would|will|you|your|yours|forget|delete|erase|remove|wipe|"
+    r"clear|purge|stop|mentioning|mention|don't|dont|do|not|ever|again|all|of|everything|"
+    r"anything|every|memories|memory|remembered|remember|know|knew|stored|saved|save|keep|"
+    r"kept|have|has|had|got|about|regarding|concerning|related|on|to|me|my|mine|i|i've|"
+    r"i'm|what|that|this|these|those|the|a|an|it|is|are|was|info|information|data|stuff|"
+    r"things?|details?|now|just|from|in|and|any|there)\b|[^\w\s]|_", re.I)
 
 @dataclass(frozen=True)
 class Rule:
@@ -143,18 +156,37 @@ def classify(clause: str) -> tuple[Rule, str] | None:
     return None
 
 
+def _topic(text: str) -> str:
+    """What a forget command is about: its text without the command's own words."""
+    return " ".join(_COMMAND_WORDS.sub(" ", text).split())
+
+
+def _topic_terms(topic: str) -> tuple[str, ...]:
+    """Terms a memory must all contain to match a topic that names no known slot:
+    Latin words (lower-cased) and Chinese runs."""
+    return tuple(dict.fromkeys(re.findall(r"[\u4e00-\u9fff]+|[^\W\d_]+|\d+", topic.casefold())))
+
+
 def forget_command(turn: Turn) -> Forget | None:
+    """A forget names a topic and deletes only what matches it: known topics map to slots,
+    a stated fact ("forget that I like jazz") to its slot, anything else to terms the
+    memory must contain. Everything is deleted only on an "all" request with no topic."""
     text = turn.content
     if not FORGET.search(text):
         return None
-    if _FORGET_ALL.search(text):
-        return Forget(everything=True, turn_id=turn.id)
-    slots: list[str] = []
-    for pattern, group in TOPICS:  # specific topics first; a matched span is used up
-        if pattern.search(text):
+    topic = _topic(text)
+    stated = classify(topic) if topic else None
+    slots: list[str] = [stated[1]] if stated else []
+    rest = text
+    for pattern, group in TOPICS if not stated else ():  # specific topics first
+        if pattern.search(rest):
             slots += group
-            text = pattern.sub(" ", text)
-    return Forget(slots=tuple(dict.fromkeys(slots)), turn_id=turn.id)
+            rest = pattern.sub(" ", rest)  # a matched span is used up
+    if slots:
+        return Forget(slots=tuple(dict.fromkeys(slots)), turn_id=turn.id)
+    if topic:
+        return Forget(terms=_topic_terms(topic), turn_id=turn.id)
+    return Forget(everything=bool(_FORGET_ALL.search(text)), turn_id=turn.id)
 
 
 class RuleExtractor:

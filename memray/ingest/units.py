@@ -60,7 +60,8 @@ def fact_from_json(d: dict[str, Any]) -> Fact:
 
 
 def forget_from_json(d: dict[str, Any]) -> Forget:
-    return Forget(slots=tuple(d["slots"]), everything=d["everything"], turn_id=d["turn_id"])
+    return Forget(slots=tuple(d["slots"]), terms=tuple(d.get("terms", ())),
+                  everything=d["everything"], turn_id=d["turn_id"])
 
 
 def build_unit(turns: Iterable[LogTurn], *, infer: bool, extractor: Extractor | None,

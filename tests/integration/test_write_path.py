@@ -245,3 +245,87 @@ def test_consent_one_verbatim_stays_in_the_session(mem: Memory) -> None:
     assert mem.get_all(user_id="u").items == []
     assert [r.content for r in mem.session_memories(user_id="u", session_id="s")] == [
         "I like tea"]
+
+
+SCOPED_FORGETS = {
+    "en": ("I'm only free after 9 pm; I like writing scripts in Python",
+           ["Delete all of your memories about my working hours",
+            "Please erase everything you know about my schedule"],
+           ["forget everything you know about me", "Please wipe all of your memories"]),
+    "zh": ("我平时晚上九点以后才有空，喜欢用 Python 写脚本",
+           ["删掉我关于工作时间的所有记忆", "把我作息相关的记忆全部清空"],
+           ["把关于我的记忆全部删掉", "忘掉你关于我的一切"]),
+}
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+@pytest.mark.parametrize("which", [0, 1])
+def test_a_forget_that_names_a_topic_deletes_only_that_topic(
+        language: str, which: int, mem: Memory) -> None:
+    intro, scoped, _ = SCOPED_FORGETS[language]
+    say(mem, "lin", intro)
+    mem.add("I have a cat named Miso", user_id="lin", infer=False)
+    ops = say(mem, "lin", scoped[which], session="s2")
+    assert [op for op, _ in ops] == ["DELETE"]
+    assert active(mem, "lin", "availability") == []
+    kept = active(mem, "lin")
+    assert any("Python" in c for c in kept) and "I have a cat named Miso" in kept
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+@pytest.mark.parametrize("which", [0, 1])
+def test_forget_everything_needs_a_request_without_a_topic(
+        language: str, which: int, mem: Memory) -> None:
+    intro, _, everything = SCOPED_FORGETS[language]
+    say(mem, "lin", intro)
+    mem.add("I have a cat named Miso", user_id="lin", infer=False)
+    say(mem, "bob", intro)
+    say(mem, "lin", everything[which], session="s2")
+    assert active(mem, "lin") == []
+    assert len(active(mem, "bob")) == 2  # another user's memories are untouched
+
+
+def test_a_forget_reaches_verbatim_memories_by_topic_and_by_words(mem: Memory) -> None:
+    for text in ("I work from 9 to 6 on weekdays", "My cat Miso is three", "I like tea"):
+        mem.add(text, user_id="u", infer=False)
+    say(mem, "u", "forget my working hours")
+    assert sorted(active(mem, "u")) == ["I like tea", "My cat Miso is three"]
+    say(mem, "u", "please delete all your memories about my cat")
+    assert active(mem, "u") == ["I like tea"]
+
+
+@pytest.mark.parametrize(("private", "word"), [
+    ("I secretly love collecting vintage stamps", "vintage stamps"),
+    ("我偷偷喜欢收集老邮票", "收集老邮票"),
+])
+def test_consent_one_never_touches_disk_nor_persistent_memory(
+        private: str, word: str, cfg: MemoryConfig, embedder: CachedEmbedder) -> None:
+    with Memory(cfg, embedder=embedder) as m:
+        # A consent-1 user turn without an assistant turn: it waits, in process only.
+        waiting = m.add([{"role": "user", "content": private}], user_id="u",
+                        session_id="s", consent=1)
+        assert waiting.pending_turns == 1
+        # The next consent-2 round of the same session must not extract it.
+        m.add([{"role": "user", "content": "I like green tea"},
+               {"role": "assistant", "content": "Noted."}], user_id="u", session_id="s",
+              consent=2)
+        assert active(m, "u") == ["I like green tea"]
+        _assert_not_on_disk(Path(cfg.data_dir), word)
+        # Its own round completes at consent 1: session memory, still nothing on disk.
+        done = m.add([{"role": "assistant", "content": "OK."}], user_id="u", session_id="s",
+                     consent=1)
+        assert [e.op for e in done.events] == ["ADD"]
+        assert [r.content for r in m.session_memories(user_id="u", session_id="s")] == [
+            private]
+        m.flush(user_id="u", session_id="s")
+        assert active(m, "u") == ["I like green tea"]
+        _assert_not_on_disk(Path(cfg.data_dir), word)
+    _assert_not_on_disk(Path(cfg.data_dir), word)
+
+
+def _assert_not_on_disk(root: Path, word: str) -> None:
+    needle = word.encode("utf-8")
+    files = [p for p in root.rglob("*") if p.is_file()]
+    assert files  # the store and the event log are there
+    for path in files:
+        assert needle not in path.read_bytes(), path

@@ -84,3 +84,33 @@ def test_corrections_and_remember_commands() -> None:
     assert X.is_urgent("记住：周五前交季度报告")
     assert [f.content for f in remembered.facts] == ["周五前交季度报告"]
     assert remembered.facts[0].importance >= 0.7
+
+
+@pytest.mark.parametrize(("text", "slots"), [
+    ("Delete all of your memories about my working hours", ("availability",)),
+    ("删掉我关于工作时间的所有记忆", ("availability",)),
+    ("Erase everything you know about where I live", ("city",)),
+    ("把我工作相关的记忆全部删掉", ("job",)),
+    ("forget that I like jazz", ("like:jazz",)),
+    ("忘掉我喜欢爵士乐这件事", ("like:爵士乐",)),
+])
+def test_a_forget_with_all_words_and_a_topic_is_scoped(text: str, slots: tuple[str, ...]) -> None:
+    forget = X.extract([Turn("s:0", "user", text)], []).forgets[0]
+    assert (forget.slots, forget.everything) == (slots, False)
+
+
+@pytest.mark.parametrize("text", [
+    "forget everything you know about me", "Please wipe all of your memories",
+    "Delete all of my data", "把关于我的记忆全部删掉", "忘掉你关于我的一切", "清空我的所有记忆"])
+def test_forget_everything_only_without_a_topic(text: str) -> None:
+    forget = X.extract([Turn("s:0", "user", text)], []).forgets[0]
+    assert forget.everything and not forget.slots and not forget.terms
+
+
+@pytest.mark.parametrize(("text", "terms"), [
+    ("please delete all your memories about my cat", ("cat",)),
+    ("删掉关于我的猫的所有记忆", ("猫",)),
+])
+def test_a_topic_with_no_slot_becomes_terms(text: str, terms: tuple[str, ...]) -> None:
+    forget = X.extract([Turn("s:0", "user", text)], []).forgets[0]
+    assert (forget.terms, forget.slots, forget.everything) == (terms, (), False)
