@@ -36,6 +36,17 @@ class StoreConfig(BaseModel):
     strong_window_s: float = Field(
         10.0, ge=0, description="Reads of a user this process wrote to in the last N seconds "
         "(and all reads for N seconds after open) use Strong consistency, others Bounded.")
+    postgres_dsn: str | None = Field(
+        None, description="PostgreSQL DSN for the shared event log (history, versions, "
+        "outbox, turns, async adds, tombstones, job state). None: env MEMRAY_POSTGRES_DSN, "
+        "else SQLite under data_dir. Keep passwords out of YAML: use the env var.")
+    postgres_pool_size: int = Field(8, ge=1, le=256, description="Connections per process "
+                                    "in the PostgreSQL pool (advisory user locks hold one "
+                                    "each while a write runs).")
+    model_check_s: float = Field(
+        5.0, ge=0, description="How often (seconds) a process re-reads the live embedding "
+        "model from the shared log, so a migration's switch reaches every process; 0: only "
+        "at open.")
 
 
 class EmbedderConfig(BaseModel):

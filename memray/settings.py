@@ -14,6 +14,8 @@ class Settings(BaseSettings):
     enabled: bool = Field(True, description="MEMRAY_ENABLED=false turns add/search into no-ops.")
     milvus_uri: str | None = Field(None, description="MEMRAY_MILVUS_URI: a Milvus server.")
     milvus_token: str | None = Field(None, description="MEMRAY_MILVUS_TOKEN.")
+    postgres_dsn: str | None = Field(None, description="MEMRAY_POSTGRES_DSN: PostgreSQL for "
+                                     "the shared event log (cluster mode).")
 
 
 def load_settings() -> Settings:

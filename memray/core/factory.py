@@ -17,8 +17,9 @@ from memray.extract.base import Extractor
 from memray.extract.rules import RuleExtractor
 from memray.settings import Settings
 from memray.store.base import VectorStore
-from memray.store.events import EventLog, SQLiteEventLog
+from memray.store.events import EventLog
 from memray.store.milvus import MilvusStore
+from memray.store.sqlite_log import SQLiteEventLog
 
 
 def build_embedder(cfg: MemoryConfig) -> Embedder:
