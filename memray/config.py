@@ -43,6 +43,10 @@ class StoreConfig(BaseModel):
     postgres_pool_size: int = Field(8, ge=1, le=256, description="Connections per process "
                                     "in the PostgreSQL pool (advisory user locks hold one "
                                     "each while a write runs).")
+    outbox_retry_s: float = Field(
+        2.0, ge=0, description="How often (seconds) queued store writes are retried in the "
+        "background (a failed store call, or ops left by a process that died); 0: only on "
+        "open and on the user's next write.")
     model_check_s: float = Field(
         5.0, ge=0, description="How often (seconds) a process re-reads the live embedding "
         "model from the shared log, so a migration's switch reaches every process; 0: only "
@@ -86,9 +90,13 @@ class RecallConfig(BaseModel):
                             "query asks about (time, place, food ...); see core/intent.py.")
     hot_set: Literal["auto", "on", "off"] = Field(
         "auto", description="Hold recently searched users' active memories in process "
-        "(checked against the memory version). auto: on for milvus-lite, off for a server "
-        "shared with other processes.")
+        "(checked against the memory version in the log before every use). auto: on for "
+        "milvus-lite, and for a Milvus server when the log is shared (PostgreSQL), since "
+        "every writer then bumps the version this process checks.")
     hot_set_users: int = Field(64, gt=0, description="Users held in the hot set (LRU).")
+    min_version_wait_s: float = Field(2.0, ge=0, le=60, description="How long a read with "
+                                      "`min_version` waits for the log to reach it before "
+                                      "StaleReadError (HTTP 409).")
     intent_k: int = Field(3, ge=0, le=64, description="Memories taken per detected intent.")
     w_lexical: float = Field(0.3, ge=0.0, description="Weight of the keyword (BM25) match, "
                              "0..1 per query; needs the hot set (milvus-lite). 0: dense only. "

@@ -5,6 +5,7 @@
     ├── MemoryNotFoundError (also a KeyError)   no such memory *for this user*
     ├── ConfigError                             a config that cannot work
     ├── ExtractionError                         the extractor (LLM) failed; nothing was written
+    ├── StaleReadError                          a read asked for a memory version not reached
     └── StoreError                              the vector store or event log failed
         ├── DimensionMismatchError              data made by another embedding model/dimension
         └── StoreUnavailableError               the store cannot be reached or opened
@@ -54,3 +55,9 @@ class DimensionMismatchError(StoreError):
 
 class StoreUnavailableError(StoreError):
     """The store could not be opened or reached."""
+
+
+class StaleReadError(MemrayError):
+    """A read asked for a user's memory version (`min_version`) that the shared log did
+    not reach within the bounded wait: the version came from another deployment, or was
+    made up. Nothing was read."""

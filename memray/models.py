@@ -96,6 +96,9 @@ class MemoryEvent(BaseModel):
     previous: MemoryRecord | None = None
     at: datetime
     reason: str = ""
+    version: int | None = Field(None, description="On a write's result: the user's memory "
+                                "version after the write (pass it as `min_version` to read "
+                                "your write on any replica). None in the history.")
 
 
 class SearchHit(BaseModel):
@@ -125,6 +128,8 @@ class AddResult(BaseModel):
     events: list[MemoryEvent] = Field(default_factory=list)
     pending_turns: int = Field(0, description="Turns logged but not extracted yet (waiting "
                                "for the round to complete).")
+    version: int = Field(0, description="The user's memory version after this add (pass it "
+                         "as `min_version` to read your write on any replica).")
 
     @property
     def memories(self) -> list[MemoryRecord]:

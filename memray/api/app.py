@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
@@ -37,9 +36,11 @@ def _add_kwargs(req: s.AddRequest) -> dict[str, Any]:
             "consent": req.consent}
 
 
-def build_api(memory: Memory, keys: KeyRing, *, jobs_path: str | Path,
-              limits: ApiLimits | None = None) -> FastAPI:
-    """The app; `memory` must outlive it. Call `app.state.jobs.close()` on shutdown."""
+def build_api(memory: Memory, keys: KeyRing, *, limits: ApiLimits | None = None,
+              job_lease_s: float = 120.0) -> FastAPI:
+    """The app; `memory` must outlive it. Async adds are queued in `memory`'s log (shared
+    by every replica in cluster mode); a job whose process died is taken over after
+    `job_lease_s` seconds. Call `app.state.jobs.close()` on shutdown."""
     app = FastAPI(title="memray", version="1", description="Long-term memory for AI agents.")
     app.state.memory, app.state.keys = memory, keys
     app.state.limits = limits or ApiLimits()
@@ -47,7 +48,7 @@ def build_api(memory: Memory, keys: KeyRing, *, jobs_path: str | Path,
     def run_add(request: dict[str, Any]) -> dict[str, Any]:
         return memory.add(**request).model_dump(mode="json")
 
-    app.state.jobs = JobQueue(jobs_path, run_add)
+    app.state.jobs = JobQueue(memory.turn_log(), run_add, lease_s=job_lease_s)
     app.state.jobs.open()
     for exc_type in (ApiError, RequestValidationError, StarletteHTTPException, MemrayError,
                      Exception):
@@ -100,6 +101,8 @@ def _jobs(request: Request) -> JobQueue:
 
 
 Key = Annotated[ApiKey, Depends(_principal)]
+MinVersion = Annotated[int | None, Query(ge=0, description="Read at least this memory "
+                                         "version of the user; 409 if not reached.")]
 Mem = Annotated[Memory, Depends(_memory)]
 Jobs = Annotated[JobQueue, Depends(_jobs)]
 router = APIRouter()
@@ -152,7 +155,7 @@ async def search(req: s.SearchRequest, key: Key, memory: Mem) -> Any:
     require_scope(key, req.user_id)
     hits = await run_in_threadpool(lambda: memory.search(
         req.query, user_id=req.user_id, top_k=req.top_k, filters=req.filters,
-        threshold=req.threshold))
+        threshold=req.threshold, min_version=req.min_version))
     return {"results": hits}
 
 
@@ -160,16 +163,18 @@ async def search(req: s.SearchRequest, key: Key, memory: Mem) -> Any:
 async def context(req: s.ContextRequest, key: Key, memory: Mem) -> Any:
     require_scope(key, req.user_id)
     text = await run_in_threadpool(lambda: memory.context(
-        req.query, user_id=req.user_id, session_id=req.session_id))
+        req.query, user_id=req.user_id, session_id=req.session_id,
+        min_version=req.min_version))
     return {"context": text}
 
 
 @router.get("/v1/memories", response_model=s.ListResponse)
 async def list_memories(key: Key, memory: Mem, user_id: str, cursor: str | None = None,
-                        limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> Any:
+                        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+                        min_version: MinVersion = None) -> Any:
     require_scope(key, user_id)
-    page = await run_in_threadpool(lambda: memory.get_all(user_id=user_id, limit=limit,
-                                                          cursor=cursor))
+    page = await run_in_threadpool(lambda: memory.get_all(
+        user_id=user_id, limit=limit, cursor=cursor, min_version=min_version))
     return {"items": page.items, "next_cursor": page.next_cursor}
 
 
@@ -180,9 +185,11 @@ async def history(memory_id: str, user_id: str, key: Key, memory: Mem) -> Any:
 
 
 @router.get("/v1/memories/{memory_id}", response_model=s.MemoryRecord)
-async def get(memory_id: str, user_id: str, key: Key, memory: Mem) -> Any:
+async def get(memory_id: str, user_id: str, key: Key, memory: Mem,
+              min_version: MinVersion = None) -> Any:
     require_scope(key, user_id)
-    record = await run_in_threadpool(lambda: memory.get(memory_id, user_id=user_id))
+    record = await run_in_threadpool(lambda: memory.get(memory_id, user_id=user_id,
+                                                        min_version=min_version))
     if record is None:
         raise ApiError(404, "not_found", f"no memory {memory_id} for this user")
     return record
@@ -205,7 +212,9 @@ async def delete(memory_id: str, user_id: str, key: Key, memory: Mem) -> Any:
 @router.delete("/v1/users/{user_id}/memories", response_model=s.DeleteAllResponse)
 async def delete_all(user_id: str, key: Key, memory: Mem) -> Any:
     require_scope(key, user_id)
-    return {"deleted": await run_in_threadpool(lambda: memory.delete_all(user_id=user_id))}
+    deleted = await run_in_threadpool(lambda: memory.delete_all(user_id=user_id))
+    return {"deleted": deleted,
+            "version": await run_in_threadpool(lambda: memory.version(user_id=user_id))}
 
 
 @router.get("/v1/users/{user_id}/export")

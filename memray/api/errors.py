@@ -14,6 +14,7 @@ from memray.errors import (
     ExtractionError,
     InvalidInputError,
     MemoryNotFoundError,
+    StaleReadError,
     StoreError,
     StoreUnavailableError,
 )
@@ -47,6 +48,8 @@ def _classify(exc: Exception) -> tuple[int, str, object]:
         return 404, "not_found", str(exc)
     if isinstance(exc, InvalidInputError | ConfigError):
         return 422, "invalid_input", str(exc)
+    if isinstance(exc, StaleReadError):
+        return 409, "version_not_reached", str(exc)
     if isinstance(exc, ExtractionError):
         return 502, "extraction_failed", str(exc)
     if isinstance(exc, DimensionMismatchError):

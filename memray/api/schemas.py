@@ -42,6 +42,9 @@ class SearchRequest(BaseModel):
     top_k: int | None = Field(None, ge=1, le=1024)
     filters: dict[str, Any] | None = None
     threshold: float | None = Field(None, ge=-1, le=1)
+    min_version: int | None = Field(None, ge=0, description="Read at least this memory "
+                                    "version of the user (from a write's `version`); 409 "
+                                    "if the log does not reach it within the bounded wait.")
 
 
 class ContextRequest(BaseModel):
@@ -50,6 +53,7 @@ class ContextRequest(BaseModel):
     user_id: str
     query: str
     session_id: str | None = None
+    min_version: int | None = Field(None, ge=0, description="As in search.")
 
 
 class UpdateRequest(BaseModel):
@@ -61,6 +65,7 @@ class UpdateRequest(BaseModel):
 class AddResponse(BaseModel):
     events: list[MemoryEvent]
     pending_turns: int = 0
+    version: int = Field(0, description="The user's memory version after this add.")
 
 
 class JobResponse(BaseModel):
@@ -85,3 +90,4 @@ class ListResponse(BaseModel):
 
 class DeleteAllResponse(BaseModel):
     deleted: int
+    version: int = Field(description="The user's memory version after the deletion.")

@@ -1,14 +1,15 @@
 """Applying committed changes to the vector store, in commit order, exactly once in effect.
 
-Every write goes: commit (events + store ops, one SQLite transaction) -> drain the outbox
-into the store. One lock serialises drains, so a replayed `replace` can never land after
-a later `delete` of the same memory (which would bring a deleted memory back).
+Every write goes: commit (events + store ops, one transaction of the event log) -> apply
+the user's queued ops to the store. Both happen under the user's lock, and so does every
+replay, so a replayed `replace` can never land after a later `delete` of the same memory
+(which would bring a deleted memory back). There is no process-wide lock: users are
+independent, and with a shared log any process may replay any user's ops.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -32,32 +33,38 @@ class ChangeHook(Protocol):
 
 
 class Applier:
+    """Commits a user's changes and applies them to the store under that user's lock
+    (`EventLog.user_lock`: across processes when the log is shared), so one user's ops
+    reach the store in commit order while other users' writes run in parallel."""
+
     def __init__(self, store: VectorStore, events: EventLog,
                  on_change: ChangeHook | None = None) -> None:
         self._store, self._events = store, events
         self._on_change = on_change
-        self._lock = threading.Lock()
 
     def write(self, user_id: str, events: Sequence[MemoryEvent], ops: Sequence[StoreOp], *,
               purge_ids: Sequence[str] = (), purge_user: bool = False,
               clear_turns: Sequence[int] = (), tombstones: Sequence[Tombstone] = (),
-              marks: Sequence[tuple[str, str]] = (), apply: bool = True) -> None:
-        """Durably commit, then apply. Raises StoreError only if the commit itself failed;
-        if the store is down the ops stay queued and are retried by the next drain.
+              marks: Sequence[tuple[str, str]] = (), apply: bool = True) -> int:
+        """Durably commit, then apply; returns the user's new memory version. Raises
+        StoreError only if the commit itself failed; if the store is down the ops stay
+        queued and are retried by the next drain (of any process, for a shared log).
         `apply=False` leaves the ops queued for a later `drain()` (bulk writers)."""
-        with self._lock:
+        with self._events.user_lock(user_id):
             before = self._events.version(user_id)
             own = self._events.commit(user_id, events, ops, purge_ids=purge_ids,
                                       purge_user=purge_user, clear_turns=clear_turns,
                                       tombstones=tombstones, marks=marks)
-            if not apply:
-                if self._on_change is not None:
-                    self._on_change.changed(user_id)
-                return
             after = self._events.version(user_id)
-            if self._drain_locked(set(own)) and self._on_change is not None and after != before:
-                # Applied in full: a cache at `before` may move to `after` with these ops.
+            if not apply:
+                self.notify(user_id)
+                return after
+            applied = self._drain_user(user_id, set(own))
+            if applied and after != before and self._on_change is not None:
+                # Applied in full: a cache at `before` may move to `after` with these ops
+                # (the user's lock kept every other writer out in between).
                 self._on_change.applied(user_id, ops, before, after)
+            return after
 
     def notify(self, user_id: str) -> None:
         """The user's rows were changed directly (a bulk import): caches drop them."""
@@ -65,15 +72,24 @@ class Applier:
             self._on_change.changed(user_id)
 
     def drain(self) -> bool:
-        """Apply every queued op; True when the outbox is empty afterwards."""
-        with self._lock:
-            return self._drain_locked(set())
+        """Apply every queued op whose user no other writer holds; True when nothing was
+        left behind (no store failure, no user skipped)."""
+        complete = True
+        for user_id in self._events.pending_users():
+            with self._events.try_user_lock(user_id) as got:
+                complete = (self._drain_user(user_id, set()) if got else False) and complete
+        return complete
 
-    def _drain_locked(self, own: set[int]) -> bool:
-        """Apply queued ops in order. Caches hear of ops not in `own` (replays) here;
-        `write` tells them about its own ops once all are applied. Consecutive replaces
-        (of any users) go to the store as one call: a bulk write costs one round trip."""
-        pending = self._events.pending()
+    def drain_user(self, user_id: str) -> bool:
+        """Apply the user's queued ops now (waits for the user's lock)."""
+        with self._events.user_lock(user_id):
+            return self._drain_user(user_id, set())
+
+    def _drain_user(self, user_id: str, own: set[int]) -> bool:
+        """Apply the user's queued ops in order; the caller holds the user's lock. Caches
+        hear of ops not in `own` (replays) here; `write` tells them about its own.
+        Consecutive replaces go to the store as one call."""
+        pending = self._events.pending(user_id)
         i = 0
         while i < len(pending):
             j = i + 1
@@ -89,9 +105,8 @@ class Applier:
                             group[0].seq, exc)
                 return False
             self._events.done([p.seq for p in group])
-            for item in group:
-                if self._on_change is not None and item.seq not in own:
-                    self._on_change.changed(item.op.user_id)
+            if any(p.seq not in own for p in group):
+                self.notify(user_id)
             i = j
         return True
 

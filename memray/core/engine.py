@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from memray.config import MemoryConfig
@@ -23,4 +23,4 @@ class Engine:
     events: EventLog
     applier: Applier
     embedder: Embedder
-    user_lock: Callable[[str], threading.Lock]
+    user_lock: Callable[[str], AbstractContextManager[None]]

@@ -70,5 +70,16 @@ def build_write_path(cfg: MemoryConfig, *, store: VectorStore, events: EventLog,
                      max_existing=llm.max_existing if llm else 10)
 
 
-def build_event_log(cfg: MemoryConfig, *, dim: int) -> SQLiteEventLog:
+def postgres_dsn(cfg: MemoryConfig, settings: Settings) -> str | None:
+    """Explicit config, else MEMRAY_POSTGRES_DSN, else None (SQLite under data_dir)."""
+    return cfg.store.postgres_dsn or settings.postgres_dsn
+
+
+def build_event_log(cfg: MemoryConfig, settings: Settings, *, dim: int) -> EventLog:
+    """The shared log on PostgreSQL when a DSN is given, else SQLite under data_dir."""
+    dsn = postgres_dsn(cfg, settings)
+    if dsn:
+        from memray.store.postgres_log import PostgresEventLog  # psycopg: the postgres extra
+
+        return PostgresEventLog(dsn, dim=dim, pool_size=cfg.store.postgres_pool_size)
     return SQLiteEventLog(Path(cfg.data_dir) / "events.sqlite3", dim=dim)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -25,9 +26,10 @@ from memray.core.prompt import prompt_section
 from memray.core.ranking import rank
 from memray.core.resolve import Scope
 from memray.core.session import SessionMemory
+from memray.core.versions import OutboxDrainer, SeenVersions
 from memray.core.writepath import WritePath
 from memray.embed.base import Embedder
-from memray.errors import MemoryNotFoundError, StoreError
+from memray.errors import MemoryNotFoundError, StaleReadError, StoreError
 from memray.models import (
     AddResult,
     MemoryEvent,
@@ -41,7 +43,7 @@ from memray.models import (
 )
 from memray.settings import load_settings
 from memray.store.base import StoredMemory, Vector, VectorStore, Where
-from memray.store.events import EventLog, StoreOp, Tombstone
+from memray.store.events import EventLog, StoreOp, Tombstone, TurnLog
 from memray.store.rows import to_ms
 
 _ACTIVE = (MemoryStatus.ACTIVE.value,)
@@ -75,6 +77,8 @@ class Memory:
         self._retired: list[VectorStore] = []
         self._gate = WriteGate()
         self._open_lock = threading.Lock()
+        self._drainer: OutboxDrainer | None = None
+        self._seen = SeenVersions()
 
     @classmethod
     def from_config(cls, source: MemoryConfig | dict[str, Any] | str | Path) -> Memory:
@@ -90,7 +94,7 @@ class Memory:
             model, dim = self._embedder.model, self._embedder.dim
             store = self._store_arg or build_store(self.config, self._settings,
                                                    model=model, dim=dim)
-            events = self._events_arg or build_event_log(self.config, dim=dim)
+            events = self._events_arg or build_event_log(self.config, self._settings, dim=dim)
             store.open()
             try:
                 events.open()
@@ -101,13 +105,25 @@ class Memory:
             self._install(self._embedder, store)
             assert self._applier is not None
             self._applier.drain()
+            self._drainer = OutboxDrainer(self._drain_now, self.config.store.outbox_retry_s)
+            self._drainer.start()
         return self
+
+    def _drain_now(self) -> None:
+        applier = self._applier
+        if applier is not None:
+            with self._gate.shared():
+                applier.drain()
 
     def _install(self, embedder: Embedder, store: VectorStore) -> None:
         assert self._events is not None
         hot = None
         mode = self.config.recall.hot_set
-        if mode == "on" or (mode == "auto" and getattr(store, "is_embedded", False)):
+        # A hot set is checked against the user's version in the log before every use, so
+        # it is coherent wherever every writer bumps that version: an embedded store, or
+        # a server whose writers all share this log (PostgreSQL).
+        coherent = getattr(store, "is_embedded", False) or getattr(self._events, "shared", False)
+        if mode == "on" or (mode == "auto" and coherent):
             hot = HotSet(dim=embedder.dim, max_users=self.config.recall.hot_set_users)
         applier = Applier(store, self._events, on_change=hot)
         self._writer = build_write_path(self.config, store=store, events=self._events,
@@ -143,6 +159,9 @@ class Memory:
             if self._applier is None:
                 return
             assert self._store is not None and self._events is not None
+            if self._drainer is not None:
+                self._drainer.stop()
+                self._drainer = None
             self._applier = self._writer = self._hot = self._live = None
             self._sessions.clear()
             self._store.close()
@@ -164,6 +183,10 @@ class Memory:
         store, events, applier = self._parts()
         return Engine(self.config, store, events, applier, self._embedder,
                       self._write_path().user_lock)
+
+    def turn_log(self) -> TurnLog:
+        """The open log's turns and async-add queue (the API queues async adds there)."""
+        return self._parts()[1]
 
     def _parts(self) -> tuple[VectorStore, EventLog, Applier]:
         if self._applier is None:
@@ -273,12 +296,13 @@ class Memory:
                                                  memory=r, at=now,
                                                  reason="session only (consent 1)")
                                      for r in fresh])
-        if fresh:
-            vectors = self._embedder.embed([r.content for r in fresh])
-            rows = tuple(StoredMemory(r, v) for r, v in zip(fresh, vectors, strict=True))
-            applier.write(uid, [e for e in events if e.op == "ADD"],
-                          [StoreOp("replace", uid, rows=rows)])
-        return AddResult(events=events)
+        if not fresh:
+            return AddResult(events=events, version=self._parts()[1].version(uid))
+        vectors = self._embedder.embed([r.content for r in fresh])
+        rows = tuple(StoredMemory(r, v) for r, v in zip(fresh, vectors, strict=True))
+        version = applier.write(uid, [e for e in events if e.op == "ADD"],
+                                [StoreOp("replace", uid, rows=rows)])
+        return AddResult(events=events, version=version)
 
     def update(self, memory_id: str, content: str, *, user_id: str) -> MemoryEvent:
         """Replace a memory's content (re-embedded); raises MemoryNotFoundError."""
@@ -297,8 +321,9 @@ class Memory:
         vector = self._embedder.embed([text])[0]
         event = MemoryEvent(op="UPDATE", memory_id=mid, user_id=uid, memory=new,
                             previous=old, at=now)
-        applier.write(uid, [event], [StoreOp("replace", uid, rows=(StoredMemory(new, vector),))])
-        return event
+        version = applier.write(uid, [event],
+                                [StoreOp("replace", uid, rows=(StoredMemory(new, vector),))])
+        return event.model_copy(update={"version": version})
 
     def delete(self, memory_id: str, *, user_id: str) -> MemoryEvent:
         """Delete one memory and purge its history; raises MemoryNotFoundError."""
@@ -310,9 +335,10 @@ class Memory:
         _, _, applier = self._parts()
         old = self._require(uid, mid)
         tomb = Tombstone("hash", old.content_hash, to_ms(utcnow()))
-        applier.write(uid, [], [StoreOp("delete", uid, ids=(mid,))], purge_ids=[mid],
-                      tombstones=[tomb])
-        return MemoryEvent(op="DELETE", memory_id=mid, user_id=uid, previous=old, at=utcnow())
+        version = applier.write(uid, [], [StoreOp("delete", uid, ids=(mid,))], purge_ids=[mid],
+                                tombstones=[tomb])
+        return MemoryEvent(op="DELETE", memory_id=mid, user_id=uid, previous=old, at=utcnow(),
+                           version=version)
 
     def delete_all(self, *, user_id: str) -> int:
         """Delete every memory of the user and purge the user's history; returns the count."""
@@ -327,8 +353,8 @@ class Memory:
 
     # -- read --------------------------------------------------------------------
     def search(self, query: str, *, user_id: str, top_k: int | None = None,
-               filters: dict[str, Any] | None = None,
-               threshold: float | None = None) -> list[SearchHit]:
+               filters: dict[str, Any] | None = None, threshold: float | None = None,
+               min_version: int | None = None) -> list[SearchHit]:
         """The user's active memories most relevant to `query`, best first.
 
         Takes `recall.candidate_k` (or `top_k`, if larger) nearest memories from inside the
@@ -336,6 +362,8 @@ class Memory:
         similarity, ranks the rest by similarity, importance and recency, and returns at most
         `top_k` (default `recall.max_results`). Filters: type, agent_id, session_id,
         created_after, created_before (aware datetimes or ISO strings), min_importance.
+        `min_version` (from a write's result): read at least that version of the user's
+        memories, waiting up to `recall.min_version_wait_s`; StaleReadError if not reached.
         """
         uid = validate.user_id(user_id)
         text = validate.content(query, self.config.max_content_chars)
@@ -350,6 +378,7 @@ class Memory:
         _, events, _ = self._parts()
         assert self._live is not None
         embedder, store, hot = self._live
+        self._current(uid, min_version, store)
         vector = embedder.embed([text])[0]
         recall = self.config.recall
         search = self._searcher(store, events, uid, hot)
@@ -400,27 +429,62 @@ class Memory:
 
         return search
 
-    def context(self, query: str, *, user_id: str, session_id: str | None = None) -> str:
+    def _current(self, uid: str, min_version: int | None, store: VectorStore) -> int:
+        """The user's version, once it is at least `min_version`; reads of a user whose
+        version moved since this process last looked go Strong (another process wrote)."""
+        _, events, applier = self._parts()
+        wanted = None if min_version is None else validate.non_negative_int(
+            min_version, "min_version")
+        version = events.version(uid)
+        if wanted is not None and version < wanted:
+            version = self._wait_for(uid, wanted)
+        if wanted is not None and events.has_pending(uid):
+            applier.drain_user(uid)  # apply what the writer queued before reading it
+        if self._seen.moved(uid, version):
+            store.touch(uid)
+        return version
+
+    def _wait_for(self, uid: str, wanted: int) -> int:
+        _, events, _ = self._parts()
+        deadline = time.monotonic() + self.config.recall.min_version_wait_s
+        version = events.version(uid)
+        while version < wanted and time.monotonic() < deadline:
+            time.sleep(0.02)
+            version = events.version(uid)
+        if version < wanted:
+            raise StaleReadError(f"memory version {wanted} not reached for this user "
+                                 f"(at {version} after "
+                                 f"{self.config.recall.min_version_wait_s:g} s)")
+        return version
+
+    def context(self, query: str, *, user_id: str, session_id: str | None = None,
+                min_version: int | None = None) -> str:
         """A prompt section of the memories `search` recalls, plus this session's
         session-only facts when `session_id` is given; "" when none apply."""
-        hits = self.search(query, user_id=user_id)
+        hits = self.search(query, user_id=user_id, min_version=min_version)
         session = self.session_memories(user_id=user_id, session_id=session_id) \
             if session_id is not None else []
         return prompt_section(hits, session)
 
-    def get(self, memory_id: str, *, user_id: str) -> MemoryRecord | None:
-        """The memory (any status) if it exists for this user, else None."""
+    def get(self, memory_id: str, *, user_id: str,
+            min_version: int | None = None) -> MemoryRecord | None:
+        """The memory (any status) if it exists for this user, else None. `min_version`:
+        as in `search`."""
         uid, mid = validate.user_id(user_id), validate.memory_id(memory_id)
         store, _, _ = self._parts()
+        self._current(uid, min_version, store)
         found = store.query(uid, Where(ids=(mid,)), limit=1)
         return found[0] if found else None
 
-    def get_all(self, *, user_id: str, limit: int = 100, cursor: str | None = None) -> Page:
-        """The user's memories (any status) in creation order, `limit` (1..1000) a page."""
+    def get_all(self, *, user_id: str, limit: int = 100, cursor: str | None = None,
+                min_version: int | None = None) -> Page:
+        """The user's memories (any status) in creation order, `limit` (1..1000) a page.
+        `min_version`: as in `search`."""
         uid = validate.user_id(user_id)
         size = validate.positive_int(limit, "limit", 1000)
         after = None if cursor is None else validate.memory_id(cursor)
         store, _, _ = self._parts()
+        self._current(uid, min_version, store)
         ids = store.list_ids(uid, Where(after_id=after))
         page = ids[:size]
         records = sorted(store.query(uid, Where(ids=tuple(page))), key=lambda r: r.id) \

@@ -87,6 +87,12 @@ def positive_int(value: object, name: str, upper: int) -> int:
     return value
 
 
+def non_negative_int(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidInputError(f"{name} must be an integer >= 0, got {value!r}")
+    return value
+
+
 def similarity(value: object, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InvalidInputError(f"{name} must be a number, got {value!r}")

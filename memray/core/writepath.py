@@ -12,9 +12,8 @@ logged, so the next call retries them.
 
 from __future__ import annotations
 
-import threading
-import zlib
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from functools import partial
 
 from memray.core import policies
@@ -40,7 +39,6 @@ class WritePath:
         self._store, self._events, self._applier = store, events, applier
         self._extractor, self._resolver, self._sessions = extractor, resolver, sessions
         self._every_n, self._max_existing = every_n_turns, max_existing
-        self._locks = [threading.Lock() for _ in range(64)]
 
     def add(self, scope: Scope, messages: Sequence[Message], *, round_complete: bool,
             force: bool = False) -> AddResult:
@@ -59,7 +57,8 @@ class WritePath:
             urgent = any(role == "user" and self._extractor.is_urgent(text)
                          for _, role, text in turns)
             if not (force or urgent or round_complete or len(pending) >= self._every_n):
-                return AddResult(pending_turns=len(pending))
+                return AddResult(pending_turns=len(pending),
+                                 version=self._events.version(scope.user_id))
             return self._extract(scope, pending)
 
     def _add_session_only(self, scope: Scope, messages: Sequence[Message], *,
@@ -86,21 +85,21 @@ class WritePath:
                                              reason="session only (consent 1)")
                                  for r in records])
 
-    def user_lock(self, user_id: str) -> threading.Lock:
+    def user_lock(self, user_id: str) -> AbstractContextManager[None]:
         """Two writes of one user never interleave (they would extract the same turns
-        twice); writes of different users mostly run in parallel (striped locks)."""
-        return self._locks[zlib.crc32(user_id.encode("utf-8")) % len(self._locks)]
+        twice), across processes when the log is shared; other users run in parallel."""
+        return self._events.user_lock(user_id)
 
     def _extract(self, scope: Scope, pending: list[tuple[int, str, str, str]]) -> AddResult:
         if not pending:
-            return AddResult()
+            return AddResult(version=self._events.version(scope.user_id))
         turns = [Turn(tid, role, text) for _, tid, role, text in pending]
         extraction = self._extractor.extract(turns, self._existing(scope.user_id, turns))
         now = utcnow()
         seqs = [seq for seq, *_ in pending]
         plan = self._resolver.plan(scope, extraction, now)
-        self._commit(scope.user_id, plan, seqs)
-        return AddResult(events=plan.events)
+        version = self._commit(scope.user_id, plan, seqs)
+        return AddResult(events=plan.events, version=version)
 
     def _existing(self, user_id: str, turns: list[Turn]) -> list[MemoryRecord]:
         """The user's memories nearest to what they said, for extractors that read them."""
@@ -111,7 +110,7 @@ class WritePath:
                                   self._max_existing, Where(statuses=LIVE_STATUSES))
         return [record for record, _ in hits]
 
-    def _commit(self, uid: str, plan: Plan, seqs: list[int]) -> None:
-        self._applier.write(uid, plan.logged_events(), plan.store_ops(uid),
-                            purge_ids=list(plan.deleted), clear_turns=seqs,
-                            tombstones=plan.tombstones)
+    def _commit(self, uid: str, plan: Plan, seqs: list[int]) -> int:
+        return self._applier.write(uid, plan.logged_events(), plan.store_ops(uid),
+                                   purge_ids=list(plan.deleted), clear_turns=seqs,
+                                   tombstones=plan.tombstones)

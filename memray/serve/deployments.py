@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -87,9 +86,7 @@ class ApiIngress:
         self._memory = Memory(cfg, embedder=remote).open()
 
     def __serve_build_asgi_app__(self) -> Any:
-        jobs = Path(self._args.memory.data_dir) / "jobs.sqlite3"
-        return build_api(self._memory, self._args.keyring(), jobs_path=jobs,
-                         limits=self._args.limits)
+        return build_api(self._memory, self._args.keyring(), limits=self._args.limits)
 
     def __del__(self) -> None:
         memory = getattr(self, "_memory", None)

@@ -87,6 +87,9 @@ class VectorStore(Protocol):
 
     def count(self, user_id: str) -> int: ...
 
+    def touch(self, user_id: str) -> None:
+        """Reads of this user must see every write made so far (another process wrote)."""
+
     def rows(self, user_id: str, where: Where) -> list[StoredMemory]:
         """Records with their vectors (for a hot set), unordered."""
 

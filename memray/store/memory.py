@@ -128,6 +128,9 @@ class InMemoryStore:
         order = np.argsort(-sims, kind="stable")[:limit]
         return [(rows[i].record, float(sims[i])) for i in order]
 
+    def touch(self, user_id: str) -> None:
+        """Reads here are always current."""
+
     def rows(self, user_id: str, where: Where) -> list[StoredMemory]:
         return [StoredMemory(s.record, s.vector.copy()) for s in self._select(user_id, where)]
 

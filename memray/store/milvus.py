@@ -283,6 +283,11 @@ class MilvusStore:
     # Session read does not see this client's deletes. So reads are Strong only for users
     # this process wrote to in the last `strong_window_s` seconds (and for that long after
     # open), Bounded otherwise: read-your-writes and deletes stay exact, recall stays fast.
+    def touch(self, user_id: str) -> None:
+        """Read this user Strong for the next `strong_window_s` seconds: another process
+        changed the user's rows (its version moved), so a Bounded read may be stale."""
+        self._touch(user_id)
+
     def _touch(self, user_id: str) -> None:
         now = time.monotonic()
         if len(self._written) > 100_000:

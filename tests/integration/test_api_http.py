@@ -4,7 +4,6 @@ embedded default. The Ray Serve layer mounts this same app."""
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -29,8 +28,8 @@ KEYS = KeyRing(keys=[
 
 
 class Served:
-    def __init__(self, memory: Memory, jobs: Path) -> None:
-        self.app = build_api(memory, KEYS, jobs_path=jobs,
+    def __init__(self, memory: Memory, *, job_lease_s: float = 120.0) -> None:
+        self.app = build_api(memory, KEYS, job_lease_s=job_lease_s,
                              limits=ApiLimits(max_body_bytes=20_000, max_messages=5))
         config = uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning")
         self.server = uvicorn.Server(config)
@@ -61,7 +60,7 @@ def memory(tmp_path: Path, embedder: CachedEmbedder) -> Iterator[Memory]:
 
 @pytest.fixture
 def http(memory: Memory, tmp_path: Path) -> Iterator[httpx.Client]:
-    with Served(memory, tmp_path / "jobs.sqlite3") as client:
+    with Served(memory) as client:
         yield client
 
 
@@ -103,7 +102,8 @@ def test_add_search_list_get_update_delete_export(http: httpx.Client) -> None:
     add(http, ALICE, "alice", "I like jazz")
     export = http.get("/v1/users/alice/export", headers=auth(ALICE)).json()
     assert "Hangzhou" not in json.dumps(export) and "jazz" in json.dumps(export)
-    assert http.delete("/v1/users/alice/memories", headers=auth(ALICE)).json() == {"deleted": 1}
+    assert http.delete("/v1/users/alice/memories", headers=auth(ALICE)).json() == {
+        "deleted": 1, "version": 5}
     assert http.get("/healthz").json() == {"status": "ok"}
     assert "memray_requests" in http.get("/metrics").text
 
@@ -180,18 +180,51 @@ def test_async_adds_and_idempotency(http: httpx.Client) -> None:
     assert sorted(i["content"] for i in items) == ["I like green tea", "I like jazz"]
 
 
-def test_queued_adds_survive_a_restart(memory: Memory, tmp_path: Path) -> None:
-    jobs = tmp_path / "jobs.sqlite3"
-    with Served(memory, jobs):
-        pass  # creates the queue
-    # A 202 was sent and the process died before the worker ran: the job is on disk.
-    request = {"messages": "I like oolong tea", "user_id": "alice", "session_id": None,
-               "agent_id": None, "metadata": None, "infer": True, "consent": None}
-    with sqlite3.connect(jobs) as db:
-        db.execute("INSERT INTO jobs(id, user_id, idem, status, request) VALUES (?,?,?,?,?)",
-                   ("01a23710-6d01-7eff-ae16-8d4bbbadae8f", "alice", "k", "queued",
-                    json.dumps(request)))
-    with Served(memory, jobs) as http:
-        job = wait_job(http, "01a23710-6d01-7eff-ae16-8d4bbbadae8f", "alice")
+def _queued_job(text: str) -> str:
+    return json.dumps({"messages": text, "user_id": "alice", "session_id": None,
+                       "agent_id": None, "metadata": None, "infer": True, "consent": None})
+
+
+def test_queued_adds_survive_a_restart(memory: Memory) -> None:
+    # A 202 was sent and the process died before the worker ran: the job is in the log.
+    job_id = "01a23710-6d01-7eff-ae16-8d4bbbadae8f"
+    memory.turn_log().enqueue_add(job_id, "alice", "k", _queued_job("I like oolong tea"))
+    with Served(memory) as http:
+        job = wait_job(http, job_id, "alice")
         assert job["status"] == "done"
+        assert job["result"]["version"] == 1
     assert [r.content for r in memory.get_all(user_id="alice").items] == ["I like oolong tea"]
+
+
+def test_a_job_held_by_a_dead_worker_is_taken_over(memory: Memory) -> None:
+    log = memory.turn_log()
+    job_id = "01a23710-6d01-7eff-ae16-8d4bbbadae90"
+    log.enqueue_add(job_id, "alice", None, _queued_job("I like pu-erh tea"))
+    claimed = log.claim_add(0.5)  # a worker took it, then its process died
+    assert claimed is not None and claimed.id == job_id
+    assert log.claim_add(0.5) is None  # held: nobody else gets it while the lease runs
+    with Served(memory, job_lease_s=0.5) as http:
+        job = wait_job(http, job_id, "alice")
+        assert job["status"] == "done"
+    assert [r.content for r in memory.get_all(user_id="alice").items] == ["I like pu-erh tea"]
+
+
+def test_writes_carry_the_version_and_reads_can_require_it(http: httpx.Client) -> None:
+    first = add(http, ALICE, "alice", "I like jazz").json()
+    second = add(http, ALICE, "alice", "I live in Hangzhou").json()
+    assert 0 < first["version"] < second["version"]
+    body = {"user_id": "alice", "query": "music", "min_version": second["version"]}
+    hits = http.post("/v1/memories/search", json=body, headers=auth(ALICE))
+    assert hits.status_code == 200 and hits.json()["results"]
+    listed = http.get("/v1/memories", params={"user_id": "alice",
+                                              "min_version": second["version"]},
+                      headers=auth(ALICE))
+    assert len(listed.json()["items"]) == 2
+    ahead = http.post("/v1/memories/search", headers=auth(ALICE),
+                      json={**body, "min_version": second["version"] + 100})
+    assert ahead.status_code == 409
+    assert ahead.json()["error"] == "version_not_reached"
+    memory_id = listed.json()["items"][0]["id"]
+    updated = http.put(f"/v1/memories/{memory_id}", params={"user_id": "alice"},
+                       json={"content": "I like free jazz"}, headers=auth(ALICE)).json()
+    assert updated["version"] == second["version"] + 1
