@@ -12,7 +12,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "serve_configs" / "gpu-cluster.yaml"
 TARGET = ROOT / "k8s" / "rayservice.yaml"
-IMAGE = "memray:0.1.0-gpu"  # built from the repo with `pip install '.[serve,gpu]'`
+# Built from the repo with `pip install '.[serve,gpu,postgres,batch]'`: postgres for the
+# shared event log (MEMRAY_POSTGRES_DSN), batch for the jobs the CronJob submits here.
+IMAGE = "memray:0.1.0-gpu"
 
 # Shared state comes from the environment of every Ray container (head and workers): the
 # event log from PostgreSQL (k8s/postgres.yaml: CloudNativePG creates the secret

@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -88,12 +89,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memray", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    d = sub.add_parser("demo", help="two sessions of one user on the embedded default")
-    d.add_argument("--data-dir", default="memray_data/demo")
-    d.add_argument("--user-id", default="demo-user")
     sub.add_parser("version", help="print the version")
     sv = sub.add_parser("serve", help="run the Ray Serve app (`serve run CONFIG`)")
     sv.add_argument("--config", default="serve_configs/local.yaml")
+    _api_parser(sub)
     keys = sub.add_parser("keys", help="API keys").add_subparsers(dest="keys", required=True)
     kn = keys.add_parser("new", help="print a new key and its keys-file entry")
     kn.add_argument("--name", required=True)
@@ -147,6 +146,22 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _api_parser(sub: Any) -> None:
+    d = sub.add_parser("demo", help="two sessions of one user on the embedded default")
+    d.add_argument("--data-dir", default="memray_data/demo")
+    d.add_argument("--user-id", default="demo-user")
+    ap = sub.add_parser("api", help="one REST API replica under plain uvicorn (no Ray); "
+                        "replicas share state through MEMRAY_MILVUS_URI + MEMRAY_POSTGRES_DSN")
+    ap.add_argument("--keys", required=True, help="keys file (see `memray keys new`)")
+    ap.add_argument("--config", default=None, help="a MemoryConfig YAML; default: defaults")
+    ap.add_argument("--data-dir", default=None, help="overrides the config's data_dir")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8000)
+    ap.add_argument("--job-lease-s", type=float, default=120.0,
+                    help="seconds before another replica takes over an async add whose "
+                    "replica died (default 120)")
+
+
 def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -178,6 +193,8 @@ def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
         return serve(args.config)
     if args.command == "keys":
         return new_key(args)
+    if args.command == "api":
+        return api(args)
     return demo(args.data_dir, args.user_id)
 
 
@@ -194,6 +211,17 @@ def serve(config: str) -> int:
         return 2
     env = {**os.environ, "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled")}
     os.execve(exe, [str(exe), "run", config], env)
+
+
+def api(args: argparse.Namespace) -> int:
+    from memray.api.run import run_api
+    from memray.config import MemoryConfig
+
+    config = MemoryConfig.load(args.config) if args.config else MemoryConfig()
+    if args.data_dir:
+        config = config.model_copy(update={"data_dir": args.data_dir})
+    run_api(config, args.keys, host=args.host, port=args.port, job_lease_s=args.job_lease_s)
+    return 0
 
 
 def new_key(args: argparse.Namespace) -> int:

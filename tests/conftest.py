@@ -56,3 +56,48 @@ def milvus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     server.start()
     yield server.uri
     server.stop()
+
+
+def postgres_available() -> bool:
+    """psycopg (the postgres/dev extra) and the machine's PostgreSQL binaries are there."""
+    from postgres_server import postgres_bindir
+
+    return (importlib.util.find_spec("psycopg") is not None
+            and importlib.util.find_spec("psycopg_pool") is not None
+            and postgres_bindir() is not None)
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """DSN of database `memray` on a throwaway PostgreSQL cluster, one per test session."""
+    from postgres_server import PostgresServer
+
+    if not postgres_available():
+        how = ("needs PostgreSQL (apt-get install postgresql) and psycopg "
+               "(pip install -e '.[dev]')")
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL is required in CI: {how}")
+        pytest.skip(how)
+    server = PostgresServer(tmp_path_factory.mktemp("postgres-server"))
+    server.start()
+    yield server.dsn
+    server.stop()
+
+
+@pytest.fixture
+def fresh_postgres_dsn(postgres_dsn: str) -> Iterator[str]:
+    """DSN of a new empty database on the session's cluster, dropped after the test."""
+    import uuid
+
+    import psycopg
+    from psycopg import sql
+    from psycopg.conninfo import make_conninfo
+
+    db = f"memray_{uuid.uuid4().hex[:12]}"
+    name = sql.Identifier(db)
+    admin = make_conninfo(postgres_dsn, dbname="postgres")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
+    yield make_conninfo(postgres_dsn, dbname=db)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))

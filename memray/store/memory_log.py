@@ -40,6 +40,15 @@ class _Queued:
 
 
 @dataclass(frozen=True)
+class _Event:
+    """A history row: the event kept as JSON text, as the durable logs keep it."""
+
+    user_id: str
+    memory_id: str
+    body: str
+
+
+@dataclass(frozen=True)
 class _Turn:
     seq: int
     user_id: str
@@ -65,7 +74,7 @@ class InMemoryEventLog:
         self._lock = threading.Lock()
         self._users = UserLocks()
         self._seq = itertools.count(1)  # one counter for events, outbox and turns
-        self._events: list[tuple[int, MemoryEvent]] = []
+        self._events: list[_Event] = []
         self._outbox: dict[int, _Queued] = {}
         self._versions: dict[str, int] = {}
         self._turns: list[_Turn] = []
@@ -93,12 +102,13 @@ class InMemoryEventLog:
                *, purge_ids: Sequence[str] = (), purge_user: bool = False,
                clear_turns: Sequence[int] = (), tombstones: Sequence[Tombstone] = (),
                marks: Sequence[tuple[str, str]] = ()) -> list[int]:
-        """All or nothing: everything that can fail (encoding the ops) runs before the
-        first change."""
+        """All or nothing: everything that can fail (encoding) runs before the first
+        change."""
+        rows = [_Event(user_id, e.memory_id, e.model_dump_json()) for e in events]
         queued = [_Queued(op.user_id, op.kind, *encode_op(op)) for op in ops]
         with self._lock:
             self._purge(user_id, set(purge_ids), purge_user, set(clear_turns))
-            self._events.extend((next(self._seq), e) for e in events)
+            self._events.extend(rows)
             for t in tombstones:
                 at = self._tombstones.get((user_id, t.kind, t.key), t.at_ms)
                 self._tombstones[(user_id, t.kind, t.key)] = max(at, t.at_ms)
@@ -111,7 +121,7 @@ class InMemoryEventLog:
 
     def _purge(self, user_id: str, ids: set[str], user: bool, turns: set[int]) -> None:
         if user or ids:
-            self._events = [(s, e) for s, e in self._events
+            self._events = [e for e in self._events
                             if e.user_id != user_id or (not user and e.memory_id not in ids)]
         if user or turns:
             self._turns = [t for t in self._turns
@@ -141,13 +151,15 @@ class InMemoryEventLog:
     def history(self, user_id: str, memory_id: str) -> list[MemoryEvent]:
         """The memory's events, oldest first."""
         with self._lock:
-            return [e for _, e in self._events
+            rows = [e.body for e in self._events
                     if e.user_id == user_id and e.memory_id == memory_id]
+        return [MemoryEvent.model_validate_json(b) for b in rows]
 
     def user_events(self, user_id: str) -> Iterator[MemoryEvent]:
         """The user's events, oldest first (a snapshot taken at the call)."""
         with self._lock:
-            return iter([e for _, e in self._events if e.user_id == user_id])
+            rows = [e.body for e in self._events if e.user_id == user_id]
+        return (MemoryEvent.model_validate_json(b) for b in rows)
 
     def has_pending(self, user_id: str) -> bool:
         with self._lock:

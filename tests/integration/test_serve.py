@@ -97,7 +97,10 @@ def test_serve_configs_build(tmp_path: Path) -> None:
     shapes = {d["name"]: d for app in gpu["applications"] for d in app.get("deployments", [])}
     assert shapes["memray-embedder"]["ray_actor_options"]["num_gpus"] >= 1
     assert "autoscaling_config" in shapes["memray-embedder"]
-    assert memray_app_args(gpu).memory.store.milvus_uri
+    assert memray_app_args(gpu).memory.store.milvus_uri is None  # MEMRAY_MILVUS_URI on pods
+    assert memray_app_args(gpu).memory.store.postgres_dsn is None  # from a secret, never YAML
+    assert "num_replicas" not in shapes["memray-api"]
+    assert shapes["memray-api"]["autoscaling_config"]["min_replicas"] >= 2
     assert memray_app_args(gpu).embedder.device.startswith("cuda")
     llm_app = next(a for a in gpu["applications"]
                    if a["import_path"] == "ray.serve.llm:build_openai_app")
