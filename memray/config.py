@@ -40,7 +40,7 @@ class StoreConfig(BaseModel):
         None, description="PostgreSQL DSN for the shared event log (history, versions, "
         "outbox, turns, async adds, tombstones, job state). None: env MEMRAY_POSTGRES_DSN, "
         "else SQLite under data_dir. Keep passwords out of YAML: use the env var.")
-    postgres_pool_size: int = Field(8, ge=1, le=256, description="Connections per process "
+    postgres_pool_size: int = Field(20, ge=1, le=256, description="Connections per process "
                                     "in the PostgreSQL pool (advisory user locks hold one "
                                     "each while a write runs).")
     outbox_retry_s: float = Field(

@@ -34,6 +34,7 @@ from memray.batch.stages import EmbedTexts
 from memray.config import EmbedderConfig, MemoryConfig
 from memray.core.engine import Engine
 from memray.core.factory import build_embedder, build_store
+from memray.core.follow import LIVE_EMBEDDER
 from memray.core.memory import Memory
 from memray.errors import ConfigError, StoreError
 from memray.migrate.sync import Syncer, recall_agreement
@@ -101,6 +102,8 @@ def _run(args: MigrateArgs, mem: Memory) -> dict[str, Any]:
         _catch_up(engine, syncer, snapshot, counts, progress, rounds=1)
         _check_counts(syncer, [u for u, v in last.items() if snapshot.get(u) != v])
         info["previous"] = target.point_alias_here() or ""
+        # Every other process (API replicas, jobs) follows this within model_check_s.
+        engine.events.set_meta(LIVE_EMBEDDER, new_cfg.model_dump_json())
         info["paused_ms"] = (time.monotonic() - t0) * 1000
 
     mem.switch_backend(new_embedder, target, final,

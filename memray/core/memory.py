@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -10,12 +11,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from memray.config import MemoryConfig
+from memray.config import EmbedderConfig, MemoryConfig
 from memray.core import filters as search_filters
 from memray.core import validate
 from memray.core.applier import Applier
 from memray.core.engine import Engine
 from memray.core.factory import build_embedder, build_event_log, build_store, build_write_path
+from memray.core.follow import LIVE_EMBEDDER, Throttle
 from memray.core.gate import WriteGate
 from memray.core.hotset import HotSet
 from memray.core.ids import new_id
@@ -46,6 +48,7 @@ from memray.store.base import StoredMemory, Vector, VectorStore, Where
 from memray.store.events import EventLog, StoreOp, Tombstone, TurnLog
 from memray.store.rows import to_ms
 
+log = logging.getLogger(__name__)
 _ACTIVE = (MemoryStatus.ACTIVE.value,)
 
 
@@ -79,6 +82,9 @@ class Memory:
         self._open_lock = threading.Lock()
         self._drainer: OutboxDrainer | None = None
         self._seen = SeenVersions()
+        # An injected embedder (a Serve embedding deployment) cannot be rebuilt here: such
+        # a process keeps its model until it is redeployed with the new one.
+        self._model_check = Throttle(0 if embedder else self.config.store.model_check_s)
 
     @classmethod
     def from_config(cls, source: MemoryConfig | dict[str, Any] | str | Path) -> Memory:
@@ -154,6 +160,30 @@ class Memory:
                 if old is not None:
                     self._retired.append(old)  # searches in flight may still use it
 
+    def _follow_model(self) -> None:
+        """Switch to the embedder a migration made live, if it changed (throttled)."""
+        if self._applier is None or not self._model_check.due():
+            return
+        _, events, _ = self._parts()
+        raw = events.get_meta(LIVE_EMBEDDER)
+        if raw is None:
+            return
+        wanted = EmbedderConfig.model_validate_json(raw)
+        if wanted.model == self._embedder.model:
+            return
+        config = self.config.model_copy(update={"embedder": wanted})
+        embedder = build_embedder(config)
+        embedder.open()
+        store = build_store(config, self._settings, model=embedder.model, dim=embedder.dim)
+        store.open()
+        try:
+            self.switch_backend(embedder, store, lambda: None, config=config)
+        except StoreError as exc:  # e.g. old-model writes still queued: next check retries
+            store.close()
+            log.warning("not switching to %s yet: %s", wanted.model, exc)
+            return
+        log.info("switched to embedder %s after a migration", wanted.model)
+
     def close(self) -> None:
         with self._open_lock:
             if self._applier is None:
@@ -226,6 +256,7 @@ class Memory:
                 validate.content(m.content, limit)
         if not self.enabled or level == 0:
             return AddResult()
+        self._follow_model()
         scope = Scope(uid, sid, aid, meta, level)
         with self._gate.shared():
             return self._add(scope, msgs, infer=infer, bare=isinstance(messages, str))
@@ -308,6 +339,7 @@ class Memory:
         """Replace a memory's content (re-embedded); raises MemoryNotFoundError."""
         uid, mid = validate.user_id(user_id), validate.memory_id(memory_id)
         text = validate.content(content, self.config.max_content_chars)
+        self._follow_model()
         with self._gate.shared():
             return self._update(uid, mid, text)
 
@@ -376,6 +408,7 @@ class Memory:
         if not self.enabled:
             return []
         _, events, _ = self._parts()
+        self._follow_model()
         assert self._live is not None
         embedder, store, hot = self._live
         self._current(uid, min_version, store)

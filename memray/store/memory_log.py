@@ -69,6 +69,8 @@ class InMemoryEventLog:
     """`EventLog` in dicts and lists behind one lock; nothing survives the process.
     Thread-safe; `user_lock` serializes threads of this process only."""
 
+    shared = False
+
     def __init__(self, dim: int) -> None:
         self._dim = dim
         self._lock = threading.Lock()

@@ -98,7 +98,10 @@ class MilvusStore:
         # bind_alias=False: work on this model's collection by name and leave the alias
         # alone (a migration fills the next collection while the alias serves the old one).
         self._bind = bind_alias
-        self._target = alias if bind_alias else self._collection
+        # Reads and writes go to this model's collection by name, never through the alias:
+        # when another process switches the alias to a new model, this process keeps a
+        # consistent (model, collection) pair until it follows the switch itself.
+        self._target = self._collection
         self._client: Any = None
 
     @property

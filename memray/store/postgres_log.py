@@ -13,7 +13,6 @@ import logging
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 import psycopg
@@ -112,21 +111,15 @@ def user_lock_key(user_id: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
-@dataclass
-class _Held:
-    """A connection holding one advisory lock for this thread, and how often entered."""
-
-    conn: Conn
-    depth: int = 1
-
-
 class PostgresEventLog:
     """`EventLog` in PostgreSQL tables prefixed `memray_`, shared by every process.
 
     Thread-safe: each call takes a connection from the pool, except that a thread holding
-    a user lock runs its calls on the lock's connection (so lock holders can never starve
-    the pool: at most `pool_size` users are locked at once per process).
+    a user lock runs its calls on the lock's connection, so a lock holder never waits for
+    a second one. At most `pool_size` users can be locked at once per process.
     """
+
+    shared = True  # every process of a deployment writes here: versions are global
 
     def __init__(self, dsn: str, *, dim: int, pool_size: int = 8) -> None:
         self._dsn, self._dim, self._pool_size = dsn, dim, pool_size
@@ -136,7 +129,21 @@ class PostgresEventLog:
 
     def open(self) -> None:
         """Connect, then create or check the schema; StoreError when the database's
-        schema is newer than this code's."""
+        schema is newer than this code's. Opening an open log does nothing."""
+        if self._pool is not None:
+            return
+        # One plain connection first: it fails fast with the server's reason (a pool
+        # would retry until its timeout), and sets up the schema.
+        try:
+            conn = psycopg.connect(self._dsn, autocommit=True,
+                                   connect_timeout=int(_CONNECT_TIMEOUT_S))
+        except psycopg.Error as exc:
+            raise StoreUnavailableError(f"cannot reach the PostgreSQL event log: {exc}") from exc
+        try:
+            with conn:
+                self._migrate(conn)
+        except psycopg.Error as exc:
+            raise StoreError(f"event log schema setup failed: {exc}") from exc
         pool: ConnectionPool[Conn] = ConnectionPool(
             self._dsn, min_size=1, max_size=self._pool_size, open=False,
             kwargs={"autocommit": True}, check=ConnectionPool.check_connection,
@@ -147,21 +154,17 @@ class PostgresEventLog:
             pool.close()
             raise StoreUnavailableError(f"cannot reach the PostgreSQL event log: {exc}") from exc
         self._pool = pool
-        try:
-            self._migrate()
-        except BaseException:
-            self.close()
-            raise
 
     def close(self) -> None:
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()
 
-    def _migrate(self) -> None:
+    @staticmethod
+    def _migrate(conn: Conn) -> None:
         # The transaction-level lock makes processes that open at once take turns: the
         # first creates the tables, the others find them.
-        with self._conn("schema setup") as conn, conn.transaction():
+        with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", _SCHEMA_LOCK)
             conn.execute("CREATE TABLE IF NOT EXISTS memray_schema ("
                          "id INT PRIMARY KEY CHECK (id = 1), version INT NOT NULL)")
@@ -178,8 +181,9 @@ class PostgresEventLog:
                          "DO UPDATE SET version = EXCLUDED.version", (SCHEMA_VERSION,))
 
     # -- connections -------------------------------------------------------------------
-    def _held(self) -> dict[int, _Held]:
-        held: dict[int, _Held] | None = getattr(self._local, "held", None)
+    def _held(self) -> dict[int, Conn]:
+        """This thread's advisory locks: key -> the connection holding it."""
+        held: dict[int, Conn] | None = getattr(self._local, "held", None)
         if held is None:
             held = self._local.held = {}
         return held
@@ -196,7 +200,7 @@ class PostgresEventLog:
         held = self._held()
         try:
             if held:
-                yield next(reversed(held.values())).conn
+                yield next(reversed(held.values()))
             else:
                 with self._get_pool().connection() as conn:
                     yield conn
@@ -239,18 +243,14 @@ class PostgresEventLog:
     @contextmanager
     def _advisory(self, user_id: str, *, wait: bool) -> Iterator[bool]:
         key, held = user_lock_key(user_id), self._held()
-        if key in held:  # this thread has it already
-            held[key].depth += 1
-            try:
-                yield True
-            finally:
-                held[key].depth -= 1
+        if key in held:  # this thread has it already; the outermost holder releases it
+            yield True
             return
         conn = self._acquire(key, wait=wait)
         if conn is None:
             yield False
             return
-        held[key] = _Held(conn)
+        held[key] = conn
         try:
             yield True
         finally:

@@ -63,6 +63,8 @@ CREATE UNIQUE INDEX IF NOT EXISTS add_jobs_idem ON add_jobs(user_id, idem)
 class SQLiteEventLog:
     """`EventLog` in one SQLite file (WAL, synchronous=FULL). Thread-safe."""
 
+    shared = False  # one process's file: other processes never write to it
+
     def __init__(self, path: str | Path, *, dim: int) -> None:
         self._path, self._dim = Path(path), dim
         self._db: sqlite3.Connection | None = None
@@ -136,9 +138,11 @@ class SQLiteEventLog:
                         "INSERT INTO versions VALUES (?, 1) ON CONFLICT(user_id) "
                         "DO UPDATE SET version = version + 1", (user_id,))
                 db.execute("COMMIT")
-            except sqlite3.Error as exc:
-                db.execute("ROLLBACK")
-                raise StoreError(f"event log write failed: {exc}") from exc
+            except BaseException as exc:
+                db.execute("ROLLBACK")  # never leave the shared connection in a transaction
+                if isinstance(exc, sqlite3.Error):
+                    raise StoreError(f"event log write failed: {exc}") from exc
+                raise
         return seqs
 
     @staticmethod
@@ -206,9 +210,11 @@ class SQLiteEventLog:
                     "VALUES (?,?,?,?,?,?)",
                     [(user_id, session, tid, role, text, now) for tid, role, text in turns])
                 db.execute("COMMIT")
-            except sqlite3.Error as exc:
+            except BaseException as exc:
                 db.execute("ROLLBACK")
-                raise StoreError(f"turn log write failed: {exc}") from exc
+                if isinstance(exc, sqlite3.Error):
+                    raise StoreError(f"turn log write failed: {exc}") from exc
+                raise
 
     def pending_turns(self, user_id: str, session: str) -> list[tuple[int, str, str, str]]:
         rows = self._rows("SELECT seq, turn_id, role, content FROM turns "
@@ -245,13 +251,17 @@ class SQLiteEventLog:
         with self._lock:
             db = self._conn()
             db.execute("BEGIN IMMEDIATE")
-            row = db.execute(
-                self._JOB + " WHERE status = 'queued' OR (status = 'running' AND "
-                "lease_until < ?) ORDER BY id LIMIT 1", (now,)).fetchone()
-            if row is not None:
-                db.execute("UPDATE add_jobs SET status = 'running', lease_until = ? "
-                           "WHERE id = ?", (now + lease_s, row[0]))
-            db.execute("COMMIT")
+            try:
+                row = db.execute(
+                    self._JOB + " WHERE status = 'queued' OR (status = 'running' AND "
+                    "lease_until < ?) ORDER BY id LIMIT 1", (now,)).fetchone()
+                if row is not None:
+                    db.execute("UPDATE add_jobs SET status = 'running', lease_until = ? "
+                               "WHERE id = ?", (now + lease_s, row[0]))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
         return None if row is None else AddJob(row[0], row[1], "running", *row[3:])
 
     def finish_add(self, job_id: str, status: Literal["done", "failed"], result: str | None,

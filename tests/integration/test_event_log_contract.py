@@ -56,10 +56,10 @@ class Backend:
         return log
 
 
-def postgres_log(dsn: str, *, dim: int = DIM) -> PostgresEventLog:
+def postgres_log(dsn: str, *, pool_size: int = 4) -> PostgresEventLog:
     from memray.store.postgres_log import PostgresEventLog
 
-    return PostgresEventLog(dsn, dim=dim, pool_size=4)
+    return PostgresEventLog(dsn, dim=DIM, pool_size=pool_size)
 
 
 @pytest.fixture(params=["memory", "sqlite",
@@ -158,9 +158,6 @@ class TestChangeLog:
             assert_same_op(p.op, op)
 
     def test_commit_is_all_or_nothing(self, log: EventLog, backend: Backend) -> None:
-        if backend.kind == "sqlite":
-            pytest.xfail("SQLiteEventLog.commit only rolls back on sqlite3.Error: any other "
-                         "error leaves its transaction open (and the next commit fails)")
         rec = record(ALICE, "kept")
         log.commit(ALICE, [added(rec)], [replace_op(stored(ALICE, "kept"))])
         log.log_turns(ALICE, "s", [("t1", "user", "hi")])
@@ -507,6 +504,24 @@ class TestPostgresAcrossProcesses:
         waiter.join(10)
         assert order == ["released", "entered"]
 
+    def test_a_failing_holder_releases_lock_and_connection(self, fresh_postgres_dsn: str,
+                                                            two_logs: tuple[PostgresEventLog,
+                                                                            PostgresEventLog],
+                                                            ) -> None:
+        single = postgres_log(fresh_postgres_dsn, pool_size=1)  # a leak would block at once
+        single.open()
+        try:
+            for _ in range(3):
+                with pytest.raises(RuntimeError), single.user_lock(ALICE):
+                    with single.user_lock(ALICE):  # nested: the same connection
+                        single.commit(ALICE, [added(record(ALICE, "x"))], [])
+                    raise RuntimeError("the write failed")
+            with two_logs[1].try_user_lock(ALICE) as got:
+                assert got is True
+            assert single.version(ALICE) == 3
+        finally:
+            single.close()
+
     def test_concurrent_commits_lose_no_version(
             self, two_logs: tuple[PostgresEventLog, PostgresEventLog]) -> None:
         logs, per_thread, threads = two_logs, 10, 6
@@ -562,6 +577,15 @@ class TestPostgresAcrossProcesses:
         finally:
             for lg in logs:
                 lg.close()
+
+    def test_an_unreachable_server_fails_fast(self) -> None:
+        pytest.importorskip("psycopg")
+        from memray.errors import StoreUnavailableError
+
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailableError, match="refused"):
+            postgres_log("postgresql://postgres@127.0.0.1:1/memray").open()
+        assert time.monotonic() - started < 5
 
     def test_a_newer_schema_is_refused(self, fresh_postgres_dsn: str) -> None:
         import psycopg

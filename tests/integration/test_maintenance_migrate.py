@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -189,6 +190,9 @@ def test_migration_to_768_dims_with_concurrent_reads_and_writes(tmp_path: Path) 
             mem.add([{"role": "user", "content": f"{u} fact {i}: I like topic number {i}"}
                      for i in range(12)], user_id=u, infer=False)
         doomed = mem.get_all(user_id="user-0").items[0]
+        other = Memory(cfg.model_copy(update={"store": cfg.store.model_copy(
+            update={"model_check_s": 0.05})})).open()  # another replica, on the old model
+        other.search("Which topic do I like?", user_id="user-2")
         with Traffic(mem, users, doomed) as traffic:
             result = migrate.run(MigrateArgs.model_validate(
                 {"memory": {"data_dir": str(tmp_path)}, "to": {"model": "all-mpnet-base-v2"}}),
@@ -207,6 +211,7 @@ def test_migration_to_768_dims_with_concurrent_reads_and_writes(tmp_path: Path) 
                    if r.content.startswith("written during")]
         assert len(written) == stats["writes"]  # every write made meanwhile is there
         mem.add("written after the switch", user_id="user-3", infer=False)
+        _another_process_follows(other, users)
         counts = counts_of(mem, users)
     with pytest.raises(DimensionMismatchError):  # a process still on the old model
         Memory(cfg).open()
@@ -253,3 +258,20 @@ def test_merge_summary_comes_from_the_llm_when_one_is_configured(tmp_path: Path)
             assert [r.content for r in merged] == ["Loves green tea, drinks it daily"]
         prompt = llm.requests[0]["body"]["messages"][0]["content"]
         assert "I like green tea" in prompt and "I really like drinking green tea" in prompt
+
+
+def _another_process_follows(other: Memory, users: list[str]) -> None:
+    """A `Memory` opened on the old model before the switch (another replica) follows it
+    without a restart: its next calls embed with the new model, in the new collection."""
+    try:
+        assert other.config.embedder.model == "all-MiniLM-L6-v2"
+        time.sleep(0.1)
+        hits = other.search("Which topic do I like?", user_id=users[2])
+        assert hits and hits[0].memory.embedding_model == "all-mpnet-base-v2"
+        assert other.config.embedder.model == "all-mpnet-base-v2"
+        other.add("written by the follower", user_id=users[4], infer=False)
+        mine = [r for r in other.get_all(user_id=users[4], limit=100).items
+                if r.content == "written by the follower"]
+        assert [r.embedding_model for r in mine] == ["all-mpnet-base-v2"]
+    finally:
+        other.close()
