@@ -8,7 +8,8 @@
     ├── StaleReadError                          a read asked for a memory version not reached
     └── StoreError                              the vector store or event log failed
         ├── DimensionMismatchError              data made by another embedding model/dimension
-        └── StoreUnavailableError               the store cannot be reached or opened
+        ├── StoreUnavailableError               the store cannot be reached or opened
+        └── ModelChangedError                   a migration switched the model; nothing written
 
 Low-level errors (pymilvus, sqlite3) are translated at the store boundary with
 ``raise StoreError(...) from exc``, so callers never need to import a backend's errors.
@@ -61,3 +62,9 @@ class StaleReadError(MemrayError):
     """A read asked for a user's memory version (`min_version`) that the shared log did
     not reach within the bounded wait: the version came from another deployment, or was
     made up. Nothing was read."""
+
+
+class ModelChangedError(StoreError):
+    """Another process's migration made a new embedding model live after this write was
+    prepared with the old one; nothing was written. `Memory` follows the switch and
+    retries once."""

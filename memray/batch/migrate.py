@@ -34,7 +34,7 @@ from memray.batch.stages import EmbedTexts
 from memray.config import EmbedderConfig, MemoryConfig
 from memray.core.engine import Engine
 from memray.core.factory import build_embedder, build_store
-from memray.core.follow import LIVE_EMBEDDER
+from memray.core.follow import LIVE_EMBEDDER, LiveEmbedder
 from memray.core.memory import Memory
 from memray.errors import ConfigError, StoreError
 from memray.migrate.sync import Syncer, recall_agreement
@@ -96,14 +96,18 @@ def _run(args: MigrateArgs, mem: Memory) -> dict[str, Any]:
     info: dict[str, Any] = {"paused_ms": 0.0, "previous": ""}
 
     def final() -> None:
-        # Writes are held back: only the users written since the last check are left.
+        # Writes are held back, in this process by its gate and in every other process
+        # sharing the log by the write barrier: only the users written since the last
+        # check are left. A write prepared elsewhere with the old model is refused once
+        # the barrier lifts (ModelChangedError) and redone with the new one.
         t0 = time.monotonic()
-        last = engine.events.versions()
-        _catch_up(engine, syncer, snapshot, counts, progress, rounds=1)
-        _check_counts(syncer, [u for u, v in last.items() if snapshot.get(u) != v])
-        info["previous"] = target.point_alias_here() or ""
-        # Every other process (API replicas, jobs) follows this within model_check_s.
-        engine.events.set_meta(LIVE_EMBEDDER, new_cfg.model_dump_json())
+        with engine.events.write_barrier():
+            last = engine.events.versions()
+            _catch_up(engine, syncer, snapshot, counts, progress, rounds=1)
+            _check_counts(syncer, [u for u, v in last.items() if snapshot.get(u) != v])
+            info["previous"] = target.point_alias_here() or ""
+            engine.events.set_meta(LIVE_EMBEDDER, LiveEmbedder(
+                new_embedder.model, new_embedder.dim, new_cfg).dumps())
         info["paused_ms"] = (time.monotonic() - t0) * 1000
 
     mem.switch_backend(new_embedder, target, final,

@@ -10,7 +10,7 @@ independent, and with a shared log any process may replay any user's ops.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from memray.errors import StoreError
@@ -38,9 +38,12 @@ class Applier:
     reach the store in commit order while other users' writes run in parallel."""
 
     def __init__(self, store: VectorStore, events: EventLog,
-                 on_change: ChangeHook | None = None) -> None:
+                 on_change: ChangeHook | None = None,
+                 check: Callable[[], None] | None = None) -> None:
+        """`check` runs under the user's lock before each commit and may refuse it (a
+        migration made another model live: ModelChangedError)."""
         self._store, self._events = store, events
-        self._on_change = on_change
+        self._on_change, self._check = on_change, check
 
     def write(self, user_id: str, events: Sequence[MemoryEvent], ops: Sequence[StoreOp], *,
               purge_ids: Sequence[str] = (), purge_user: bool = False,
@@ -51,6 +54,8 @@ class Applier:
         queued and are retried by the next drain (of any process, for a shared log).
         `apply=False` leaves the ops queued for a later `drain()` (bulk writers)."""
         with self._events.user_lock(user_id):
+            if self._check is not None:
+                self._check()
             before = self._events.version(user_id)
             own = self._events.commit(user_id, events, ops, purge_ids=purge_ids,
                                       purge_user=purge_user, clear_turns=clear_turns,

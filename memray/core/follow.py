@@ -6,10 +6,34 @@ restart."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from dataclasses import dataclass
 
-LIVE_EMBEDDER = "embedder.live"  # meta key: the EmbedderConfig JSON the alias now serves
+from memray.config import EmbedderConfig
+
+LIVE_EMBEDDER = "embedder.live"  # meta key: the embedder the alias now serves
+
+
+@dataclass(frozen=True)
+class LiveEmbedder:
+    """What a migration made live: the model's own name (as recorded with each memory)
+    and dimension, and the config that builds it."""
+
+    model: str
+    dim: int
+    config: EmbedderConfig
+
+    def dumps(self) -> str:
+        return json.dumps({"model": self.model, "dim": self.dim,
+                           "config": self.config.model_dump(mode="json")})
+
+    @classmethod
+    def loads(cls, raw: str) -> LiveEmbedder:
+        data = json.loads(raw)
+        return cls(data["model"], int(data["dim"]),
+                   EmbedderConfig.model_validate(data["config"]))
 
 
 class Throttle:

@@ -9,15 +9,15 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
-from memray.config import EmbedderConfig, MemoryConfig
+from memray.config import MemoryConfig
 from memray.core import filters as search_filters
 from memray.core import validate
 from memray.core.applier import Applier
 from memray.core.engine import Engine
 from memray.core.factory import build_embedder, build_event_log, build_store, build_write_path
-from memray.core.follow import LIVE_EMBEDDER, Throttle
+from memray.core.follow import LIVE_EMBEDDER, LiveEmbedder, Throttle
 from memray.core.gate import WriteGate
 from memray.core.hotset import HotSet
 from memray.core.ids import new_id
@@ -31,7 +31,7 @@ from memray.core.session import SessionMemory
 from memray.core.versions import OutboxDrainer, SeenVersions
 from memray.core.writepath import WritePath
 from memray.embed.base import Embedder
-from memray.errors import MemoryNotFoundError, StaleReadError, StoreError
+from memray.errors import MemoryNotFoundError, ModelChangedError, StaleReadError, StoreError
 from memray.models import (
     AddResult,
     MemoryEvent,
@@ -49,6 +49,7 @@ from memray.store.events import EventLog, StoreOp, Tombstone, TurnLog
 from memray.store.rows import to_ms
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 _ACTIVE = (MemoryStatus.ACTIVE.value,)
 
 
@@ -131,7 +132,9 @@ class Memory:
         coherent = getattr(store, "is_embedded", False) or getattr(self._events, "shared", False)
         if mode == "on" or (mode == "auto" and coherent):
             hot = HotSet(dim=embedder.dim, max_users=self.config.recall.hot_set_users)
-        applier = Applier(store, self._events, on_change=hot)
+        check = self._live_model_check(embedder.model) \
+            if getattr(self._events, "shared", False) else None
+        applier = Applier(store, self._events, on_change=hot, check=check)
         self._writer = build_write_path(self.config, store=store, events=self._events,
                                         applier=applier, embedder=embedder,
                                         sessions=self._sessions)
@@ -160,18 +163,40 @@ class Memory:
                 if old is not None:
                     self._retired.append(old)  # searches in flight may still use it
 
-    def _follow_model(self) -> None:
+    def _live_model_check(self, model: str) -> Callable[[], None]:
+        """With a shared log, every write checks under its user's lock (which a
+        migration's switch waits for) that its model is still the live one."""
+        def check() -> None:
+            _, events, _ = self._parts()
+            raw = events.get_meta(LIVE_EMBEDDER)
+            if raw is not None and LiveEmbedder.loads(raw).model != model:
+                raise ModelChangedError(f"the live embedding model is no longer {model}")
+
+        return check
+
+    def _write(self, run: Callable[[], T], retry: Callable[[], T] | None = None) -> T:
+        """`run` under the write gate; if a migration elsewhere switched the model first,
+        follow it and try once more (`retry`, when the retry differs)."""
+        try:
+            with self._gate.shared():
+                return run()
+        except ModelChangedError:
+            self._follow_model(force=True)
+            with self._gate.shared():
+                return (retry or run)()
+
+    def _follow_model(self, *, force: bool = False) -> None:
         """Switch to the embedder a migration made live, if it changed (throttled)."""
-        if self._applier is None or not self._model_check.due():
+        if self._applier is None or not (force or self._model_check.due()):
             return
         _, events, _ = self._parts()
         raw = events.get_meta(LIVE_EMBEDDER)
         if raw is None:
             return
-        wanted = EmbedderConfig.model_validate_json(raw)
-        if wanted.model == self._embedder.model:
+        live = LiveEmbedder.loads(raw)
+        if live.model == self._embedder.model:
             return
-        config = self.config.model_copy(update={"embedder": wanted})
+        config = self.config.model_copy(update={"embedder": live.config})
         embedder = build_embedder(config)
         embedder.open()
         store = build_store(config, self._settings, model=embedder.model, dim=embedder.dim)
@@ -180,9 +205,9 @@ class Memory:
             self.switch_backend(embedder, store, lambda: None, config=config)
         except StoreError as exc:  # e.g. old-model writes still queued: next check retries
             store.close()
-            log.warning("not switching to %s yet: %s", wanted.model, exc)
+            log.warning("not switching to %s yet: %s", live.model, exc)
             return
-        log.info("switched to embedder %s after a migration", wanted.model)
+        log.info("switched to embedder %s after a migration", live.model)
 
     def close(self) -> None:
         with self._open_lock:
@@ -258,8 +283,11 @@ class Memory:
             return AddResult()
         self._follow_model()
         scope = Scope(uid, sid, aid, meta, level)
-        with self._gate.shared():
-            return self._add(scope, msgs, infer=infer, bare=isinstance(messages, str))
+        bare = isinstance(messages, str)
+        # The retry must not log the turns again: they are logged, so extract them.
+        return self._write(lambda: self._add(scope, msgs, infer=infer, bare=bare),
+                           lambda: self._add(scope, [], infer=infer, bare=True)
+                           if infer else self._add(scope, msgs, infer=infer, bare=bare))
 
     def _add(self, scope: Scope, msgs: list[Message], *, infer: bool,
              bare: bool) -> AddResult:
@@ -340,8 +368,7 @@ class Memory:
         uid, mid = validate.user_id(user_id), validate.memory_id(memory_id)
         text = validate.content(content, self.config.max_content_chars)
         self._follow_model()
-        with self._gate.shared():
-            return self._update(uid, mid, text)
+        return self._write(lambda: self._update(uid, mid, text))
 
     def _update(self, uid: str, mid: str, text: str) -> MemoryEvent:
         _, _, applier = self._parts()
@@ -360,8 +387,7 @@ class Memory:
     def delete(self, memory_id: str, *, user_id: str) -> MemoryEvent:
         """Delete one memory and purge its history; raises MemoryNotFoundError."""
         uid, mid = validate.user_id(user_id), validate.memory_id(memory_id)
-        with self._gate.shared():
-            return self._delete(uid, mid)
+        return self._write(lambda: self._delete(uid, mid))
 
     def _delete(self, uid: str, mid: str) -> MemoryEvent:
         _, _, applier = self._parts()
@@ -375,12 +401,15 @@ class Memory:
     def delete_all(self, *, user_id: str) -> int:
         """Delete every memory of the user and purge the user's history; returns the count."""
         uid = validate.user_id(user_id)
-        with self._gate.shared():
-            store, _, applier = self._parts()
-            count = store.count(uid)
-            applier.write(uid, [], [StoreOp("delete_user", uid)], purge_user=True,
-                          tombstones=[Tombstone("all", "*", to_ms(utcnow()))])
+        count = self._write(lambda: self._delete_all(uid))
         self._sessions.drop_user(uid)
+        return count
+
+    def _delete_all(self, uid: str) -> int:
+        store, _, applier = self._parts()
+        count = store.count(uid)
+        applier.write(uid, [], [StoreOp("delete_user", uid)], purge_user=True,
+                      tombstones=[Tombstone("all", "*", to_ms(utcnow()))])
         return count
 
     # -- read --------------------------------------------------------------------

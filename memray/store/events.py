@@ -104,6 +104,12 @@ class ChangeLog(Protocol):
     def try_user_lock(self, user_id: str) -> AbstractContextManager[bool]:
         """Like `user_lock` but never waits: yields False when another holder has it."""
 
+    def write_barrier(self) -> AbstractContextManager[None]:
+        """Held while a migration switches the live model: no user lock is held anywhere
+        meanwhile, and none is granted until it is released (every user lock holds the
+        barrier shared). For a log of one process, the process's own write gate does
+        this and the barrier holds nothing."""
+
     def pending(self, user_id: str | None = None) -> list[Pending]:
         """Queued ops not yet marked done (of one user, or of all), oldest first."""
 

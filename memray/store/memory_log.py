@@ -7,7 +7,7 @@ import itertools
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -99,6 +99,10 @@ class InMemoryEventLog:
     def try_user_lock(self, user_id: str) -> AbstractContextManager[bool]:
         """Yields False at once when another thread holds the user's lock stripe."""
         return self._users.try_hold(user_id)
+
+    def write_barrier(self) -> AbstractContextManager[None]:
+        """One process: Memory's write gate keeps its writers out."""
+        return nullcontext()
 
     def commit(self, user_id: str, events: Sequence[MemoryEvent], ops: Sequence[StoreOp],
                *, purge_ids: Sequence[str] = (), purge_user: bool = False,

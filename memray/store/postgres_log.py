@@ -104,6 +104,10 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {1: (
 )}
 
 
+# The write barrier's advisory key (two-int form: a key space apart from user keys).
+_BARRIER = (0x6D656D72, 2)
+
+
 def user_lock_key(user_id: str) -> int:
     """The user's advisory lock key: a stable signed 64-bit hash of the id."""
     digest = hashlib.blake2b(user_id.encode("utf-8"), digest_size=8,
@@ -265,26 +269,42 @@ class PostgresEventLog:
             conn = pool.getconn()
         except psycopg.Error as exc:
             raise StoreError(f"event log lock failed: {exc}") from exc
-        sql = "SELECT pg_advisory_lock(%s), true" if wait else \
-            "SELECT NULL, pg_try_advisory_lock(%s)"
         try:
-            row = conn.execute(sql, (key,)).fetchone()
+            got = self._lock_on(conn, key, wait=wait)
         except BaseException as exc:
             conn.close()  # interrupted while waiting: the session may hold the lock
             pool.putconn(conn)
             if isinstance(exc, psycopg.Error):
                 raise StoreError(f"event log lock failed: {exc}") from exc
             raise
-        if row is None or not row[1]:
+        if not got:
             pool.putconn(conn)
             return None
         return conn
+
+    @staticmethod
+    def _lock_on(conn: Conn, key: int, *, wait: bool) -> bool:
+        """The write barrier shared first (so a waiting writer holds nothing a migration
+        could wait for), then the user's lock; on a miss, nothing stays held."""
+        if wait:
+            conn.execute("SELECT pg_advisory_lock_shared(%s, %s)", _BARRIER)
+            conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+            return True
+        row = conn.execute("SELECT pg_try_advisory_lock_shared(%s, %s)", _BARRIER).fetchone()
+        if row is None or not row[0]:
+            return False
+        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+        if row is None or not row[0]:
+            conn.execute("SELECT pg_advisory_unlock_shared(%s, %s)", _BARRIER)
+            return False
+        return True
 
     def _release(self, conn: Conn, key: int) -> None:
         try:
             row = conn.execute("SELECT pg_advisory_unlock(%s)", (key,)).fetchone()
             if row is None or not row[0]:
                 log.warning("advisory lock %d was not held at release", key)
+            conn.execute("SELECT pg_advisory_unlock_shared(%s, %s)", _BARRIER)
         except psycopg.Error as exc:
             # Closing the session is what frees its locks.
             log.warning("advisory lock %d: unlock failed, dropping the connection: %s",
@@ -292,6 +312,28 @@ class PostgresEventLog:
             conn.close()
         finally:
             self._give_back(conn)
+
+    @contextmanager
+    def _barrier(self) -> Iterator[None]:
+        pool = self._get_pool()
+        try:
+            conn = pool.getconn()
+            conn.execute("SELECT pg_advisory_lock(%s, %s)", _BARRIER)
+        except psycopg.Error as exc:
+            raise StoreError(f"event log barrier failed: {exc}") from exc
+        try:
+            yield
+        finally:
+            try:
+                conn.execute("SELECT pg_advisory_unlock(%s, %s)", _BARRIER)
+            except psycopg.Error:
+                conn.close()  # closing the session frees the barrier
+            self._give_back(conn)
+
+    def write_barrier(self) -> AbstractContextManager[None]:
+        """Exclusive: waits for every process's user locks to be released and holds new
+        ones back (PostgreSQL queues them behind this waiter) until released."""
+        return self._barrier()
 
     def _give_back(self, conn: Conn) -> None:
         pool = self._pool

@@ -7,7 +7,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, Literal
 
@@ -106,6 +106,9 @@ class SQLiteEventLog:
 
     def try_user_lock(self, user_id: str) -> AbstractContextManager[bool]:
         return self._users.try_hold(user_id)
+
+    def write_barrier(self) -> AbstractContextManager[None]:
+        return nullcontext()  # one process: Memory's write gate keeps its writers out
 
     def commit(self, user_id: str, events: Sequence[MemoryEvent], ops: Sequence[StoreOp],
                *, purge_ids: Sequence[str] = (), purge_user: bool = False,
