@@ -31,7 +31,13 @@ from memray.core.session import SessionMemory
 from memray.core.versions import OutboxDrainer, SeenVersions
 from memray.core.writepath import WritePath
 from memray.embed.base import Embedder
-from memray.errors import MemoryNotFoundError, ModelChangedError, StaleReadError, StoreError
+from memray.errors import (
+    ConfigError,
+    MemoryNotFoundError,
+    ModelChangedError,
+    StaleReadError,
+    StoreError,
+)
 from memray.models import (
     AddResult,
     MemoryEvent,
@@ -99,6 +105,11 @@ class Memory:
                 return self
             self._embedder.open()
             model, dim = self._embedder.model, self._embedder.dim
+            wanted = self.config.embedder.dim
+            if wanted is not None and wanted != dim and self.config.embedder.provider != "hashing":
+                raise ConfigError(f"embedder.dim is {wanted}, but the model {model} makes "
+                                  f"{dim}-dimensional vectors; leave embedder.dim unset or "
+                                  f"set it to {dim}")
             store = self._store_arg or build_store(self.config, self._settings,
                                                    model=model, dim=dim)
             events = self._events_arg or build_event_log(self.config, self._settings, dim=dim)

@@ -8,13 +8,15 @@
   later mention confirms them; unconfirmed they retire after 30 days.
 - Lifetimes by type: identity and constraints permanent; task state expires after 7 days;
   preferences decay in ranking after 90 days (see RecallConfig.half_life_days).
-- Length: one fact is at most about 50 CJK or 200 Latin characters.
+- Length: one fact is at most about 50 CJK or 200 Latin characters; a longer one is cut to
+  its leading clauses (its core), not dropped.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from memray.extract.base import Fact
@@ -83,6 +85,33 @@ MAX_FACT_WEIGHT = 200
 CANDIDATE_CONFIDENCE = 0.6
 CANDIDATE_TTL = timedelta(days=30)
 TASK_TTL = timedelta(days=7)
+
+
+_BREAKS = re.compile(r"(?<=[，,；;、。.!！?？])\s*")
+
+
+def fit(fact: Fact) -> Fact:
+    """The fact cut to its core when it is over the length cap: the leading clauses that
+    fit (the first states the fact; later ones add detail), else the words that fit."""
+    if weighted_length(fact.content) <= MAX_FACT_WEIGHT:
+        return fact
+    kept = ""
+    for part in _BREAKS.split(fact.content):
+        if weighted_length(kept + part) > MAX_FACT_WEIGHT:
+            break
+        kept += part
+    if not kept:
+        for word in re.findall(r"\S+\s*", fact.content):
+            if weighted_length(kept + word) > MAX_FACT_WEIGHT:
+                break
+            kept += word
+    if not kept:  # one overlong run of CJK: cut by characters
+        for ch in fact.content:
+            if weighted_length(kept + ch) > MAX_FACT_WEIGHT:
+                break
+            kept += ch
+    content = kept.strip(" ，,；;、")
+    return replace(fact, content=content, excerpt=fact.excerpt or fact.content[:200])
 
 
 def admit(fact: Fact) -> str | None:

@@ -125,7 +125,8 @@ class Resolver:
     def session_records(self, scope: Scope, facts: Sequence[Fact],
                         now: datetime) -> list[MemoryRecord]:
         """Admitted facts as records for session memory (consent 1): never stored."""
-        return [self._record(scope, f, now) for f in facts if policies.admit(f) is None]
+        fitted = [policies.fit(f) for f in facts]
+        return [self._record(scope, f, now) for f in fitted if policies.admit(f) is None]
 
     def plan(self, scope: Scope, extraction: Extraction, now: datetime,
              into: Plan | None = None) -> Plan:
@@ -135,7 +136,7 @@ class Resolver:
         for forget in extraction.forgets:
             self._forget(scope.user_id, forget, plan, now)
         facts = []
-        for fact in extraction.facts:
+        for fact in map(policies.fit, extraction.facts):
             reason = policies.admit(fact)
             if reason:
                 policies.log_drop(reason)

@@ -76,4 +76,6 @@ SINGLE_VALUED = ("name", "city", "job", "availability", "hometown", "age", "birt
 
 
 def is_single_valued(slot: str | None) -> bool:
-    return slot in SINGLE_VALUED
+    """One active memory per slot: a new value supersedes the old one. A routine is keyed
+    by its period ("routine:morning"): a new morning routine replaces the old one."""
+    return slot in SINGLE_VALUED or bool(slot and slot.startswith("routine:"))

@@ -22,8 +22,13 @@ _QUESTION = re.compile(r"[?？]\s*$|^(?:what|when|where|who|why|how|can|could|wo
                        r"is|are)\b|吗[？?]?$|呢[？?]?$", re.I)
 
 CORRECTION = re.compile(r"现在|搬到|搬去|换工作|换了工作|不再|改成|改为|其实|反而|"
-                        r"\b(?:now|moved to|no longer|actually|anymore|changed|switched|"
-                        r"instead)\b", re.I)
+                        r"\b(?:now|moved to|relocated|no longer|actually|anymore|changed|"
+                        r"switched|instead)\b", re.I)
+# Hedging: what the user is unsure of enters as a candidate (probation), not a fact.
+HEDGE = re.compile(r"\b(?:maybe|perhaps|probably|possibly|not sure|unsure|i guess|i suppose|"
+                   r"kind of|sort of|might)\b|好像|可能|也许|大概|不确定|说不定|似乎|不一定",
+                   re.I)
+HEDGED_CONFIDENCE = 0.5
 REMEMBER = re.compile(r"^(?:请)?(?:你)?(?:要)?记住[:：,，]?\s*|^(?:please\s+)?remember"
                       r"(?:\s+that)?[:,]?\s+", re.I)
 FORGET = re.compile(r"忘掉|忘记|忘了吧|删掉|删除|清空|抹掉|别再提|不要再提|"
@@ -70,8 +75,12 @@ RULES: tuple[Rule, ...] = (
        r"\b(?:don't|do not|never|no longer) (?:like|eat|want|drink)\s+(?P<obj2>.+)|"
        r"\b(?:dislike|hate|can't stand|cannot stand)\s+(?P<obj3>.+)|"
        r"\b(?:no|without)\s+(?P<obj4>\w+)\s+(?:please|for me)\b"),
+    _r("hobby:", MemoryType.PREFERENCE, 0.5,
+       r"\bmy hobb(?:y|ies) (?:is|are|include)\s+(?P<obj>.+)|"
+       r"\bi (?:play|practice|practise) (?:the )?(?P<obj2>.+)|"
+       r"(?:我的)?爱好是(?P<obj3>.+)"),
     _r("like:", MemoryType.PREFERENCE, 0.5,
-       r"(?:喜欢|爱吃|爱喝|爱|偏好|最爱|热爱)(?P<obj>.+)|"
+       r"(?:喜欢|爱吃|爱喝|爱(?!好)|偏好|最爱|热爱)(?P<obj>.+)|"
        r"\b(?:like|love|enjoy|prefer|adore)\s+(?P<obj2>.+)|"
        r"\b(?:fan of|favou?rite \w+ is)\s+(?P<obj3>.+)"),
     _r("name", MemoryType.IDENTITY, 0.9,
@@ -86,10 +95,18 @@ RULES: tuple[Rule, ...] = (
        r"我今年\d{1,3}岁|我\d{1,3}岁了|\bi'?m \d{1,3} years old\b|\bi am \d{1,3} years old\b"),
     _r("birthday", MemoryType.IDENTITY, 0.7, r"我的生日|我生日|\bmy birthday\b"),
     _r("city", MemoryType.IDENTITY, 0.8,
-       r"我住在|我在\S{1,6}(?:住|生活)|搬到|搬去|定居|"
-       r"\b(?:i live in|i'm living in|i moved to|i've moved to|based in|relocated to)\b"),
+       r"我住在|我们住在|我在\S{1,6}(?:住|生活)|搬到|搬去|定居|"
+       r"\b(?:i|we) (?:live|lived) in\b|\b(?:i'm|i am|we're|we are) (?:living|based) in\b|"
+       r"\b(?:i|we|i've|we've|i have|we have) (?:just )?(?:moved|relocated) to\b|"
+       r"\bbased in\b|\brelocated to\b"),
     _r("hometown", MemoryType.IDENTITY, 0.6,
        r"我来自|老家|\b(?:i'm from|i am from|i grew up in)\b"),
+    _r("routine:", MemoryType.BEHAVIOR, 0.5,
+       r"^(?!.*\b(?:free|available|busy|unavailable)\b)(?!.*(?:有空|没空|空闲|有时间|没时间))"
+       r"(?:.*?\b(?:every|each)\s+(?P<obj>morning|evening|night|day|weekend|week)\b"
+       r"|.*?每(?:天|日)?(?P<obj2>早上|早晨|上午|中午|下午|晚上|周末|晚|早|天)"
+       r"|.*?\bi (?:usually|normally|always|often) \w+.*?\b(?:in the |at )?(?P<obj3>morning|"
+       r"evening|night|weekends?)\b|.*?我习惯(?:在)?(?P<obj4>早上|晚上|周末|中午)?)"),
     _r("availability", MemoryType.CONSTRAINT, 0.7,
        r"有空|没空|空闲|有时间|没时间|早九晚六|朝九晚五|九九六|996|点以后|点之后|点以前|点前|"
        r"周末|工作日|作息|上班时间|下班|加班|"
@@ -101,6 +118,18 @@ RULES: tuple[Rule, ...] = (
        r"\b(?:i work as|i work at|i work for|my job|i'm an? \w+ (?:engineer|developer|"
        r"doctor|teacher|lawyer|designer|student|manager|nurse|researcher)|i changed jobs|"
        r"new job)\b"),
+    _r("learning:", MemoryType.FACT, 0.5,
+       r"\b(?:i'm|i am|i've been|i have been|we're|we are) (?:learning|studying|taking)\s+"
+       r"(?P<obj>.+)|(?:正在|在|开始)(?:学习|自学|学)(?!校|生|院|期)(?P<obj2>.+)|"
+       r"报了(?P<obj3>.+?)(?:班|课)"),
+    _r("pet:", MemoryType.FACT, 0.5,
+       r"\b(?:i|we) (?:have|own|got|adopted) (?:a |an |two |three |\d+ )?(?:\w+ )?"
+       r"(?P<obj>dogs?|cats?|puppy|kitten|parrots?|hamsters?|rabbits?|turtles?|fish)\b|"
+       r"\bmy (?P<obj2>dog|cat|puppy|kitten|parrot|hamster|rabbit|turtle)\b|"
+       r"(?:养了|养着|养)(?:一|两|三|几)?(?:只|条|头)?(?P<obj3>猫|狗|鹦鹉|仓鼠|兔子|乌龟|鱼)"),
+    _r("own:", MemoryType.FACT, 0.4,
+       r"\b(?:i|we) (?:own|drive|bought|just bought) (?:a |an |the |my )?(?P<obj>.+)|"
+       r"我(?:有|买了)(?:一|两)(?:辆|台|套|部)(?P<obj2>.+)"),
     _r("task", MemoryType.TASK_STATE, 0.5,
        r"正在|在做|在写|在准备|在搞|截止|这周要|下周要|"
        r"\b(?:i'm working on|i am working on|currently (?:building|writing|preparing|working)|"
@@ -136,11 +165,29 @@ def clauses(text: str) -> list[str]:
     return out
 
 
+# Objects are normalised so that paraphrases meet in one slot: "喝咖啡" and "咖啡",
+# "香菜味的东西" and "香菜", "drinking tea" and "tea", "the taste of cilantro" and "cilantro".
+_OBJ_LEAD = re.compile(r"^(?:(?:the )?(?:taste|smell|flavou?r) of |eating |drinking |to eat |"
+                       r"to drink |the |an? )+|^[喝吃玩看听用]+(?=\S)", re.I)
+_OBJ_TAIL = re.compile(r"(?:味的东西|的东西|味道?|之类的|这类的?|一类的?|类的|这种东西)$|"
+                       r"\s+(?:very much|a lot|so much)$", re.I)
+PERIODS = {"早上": "morning", "早晨": "morning", "上午": "morning", "早": "morning",
+           "中午": "noon", "下午": "afternoon", "晚上": "evening", "晚": "evening",
+           "night": "evening", "周末": "weekend", "weekends": "weekend", "天": "day",
+           "week": "weekend"}
+
+
+def normalize_object(value: str) -> str:
+    obj = _OBJ_TRIM.sub("", value).casefold()
+    obj = _OBJ_TAIL.sub("", _OBJ_LEAD.sub("", obj)).strip()
+    return PERIODS.get(obj, obj)[:40]
+
+
 def _object(match: re.Match[str]) -> str:
     for key in ("obj", "obj2", "obj3", "obj4"):
         value = match.groupdict().get(key)
         if value:
-            return _OBJ_TRIM.sub("", value).casefold()[:40]
+            return normalize_object(value)
     return ""
 
 
@@ -210,6 +257,25 @@ class RuleExtractor:
             result.facts.extend(self._facts(turn))
         return result
 
+    @staticmethod
+    def _groups(text: str) -> list[tuple[Rule, str, list[str], bool]]:
+        """Classified clauses, neighbours of one slot merged; hedged when a hedging cue
+        stands anywhere in the clause's sentence ("I think maybe I like jazz, not sure")."""
+        groups: list[tuple[Rule, str, list[str], bool]] = []
+        for sentence in _SENTENCE.split(text):
+            hedged = bool(HEDGE.search(sentence or ""))
+            for clause in clauses(sentence or ""):
+                found = None if _QUESTION.search(clause) else classify(clause)
+                if found is None:
+                    continue
+                rule, slot = found
+                if groups and groups[-1][1] == slot:
+                    groups[-1][2].append(clause)
+                    groups[-1] = (*groups[-1][:3], groups[-1][3] or hedged)
+                else:
+                    groups.append((rule, slot, [clause], hedged))
+        return groups
+
     def _facts(self, turn: Turn) -> list[Fact]:
         text = turn.content.strip()
         remember = REMEMBER.search(text)
@@ -217,24 +283,14 @@ class RuleExtractor:
             text = text[remember.end():]
         correction = bool(CORRECTION.search(text))
         facts: list[Fact] = []
-        groups: list[tuple[Rule, str, list[str]]] = []
-        for clause in clauses(text):
-            if _QUESTION.search(clause):
-                continue
-            found = classify(clause)
-            if found is None:
-                continue
-            rule, slot = found
-            if groups and groups[-1][1] == slot:
-                groups[-1][2].append(clause)
-            else:
-                groups.append((rule, slot, [clause]))
+        groups = self._groups(text)
         joiner = "，" if re.search(r"[\u4e00-\u9fff]", text) else ", "
-        for rule, slot, parts in groups:
+        for rule, slot, parts, hedged in groups:
             content = joiner.join(parts)
+            confidence = HEDGED_CONFIDENCE if hedged and not remember else 0.9
             facts.append(Fact(content=content, type=rule.type, slot=slot,
                               importance=min(1.0, rule.importance + (0.2 if remember else 0)),
-                              confidence=0.9, source=MemorySource.USER_STATED,
+                              confidence=confidence, source=MemorySource.USER_STATED,
                               correction=correction, turn_ids=(turn.id,),
                               excerpt=content[:200]))
         if remember and not facts and text:

@@ -329,3 +329,52 @@ def _assert_not_on_disk(root: Path, word: str) -> None:
     assert files  # the store and the event log are there
     for path in files:
         assert needle not in path.read_bytes(), path
+
+
+@pytest.mark.parametrize(("first", "second"), [
+    ("我不吃香菜", "我讨厌香菜味的东西"),
+    ("I hate cilantro", "I can't stand the taste of cilantro")])
+def test_paraphrases_with_different_words_keep_one_memory(
+        first: str, second: str, mem: Memory) -> None:
+    say(mem, "u", first)
+    say(mem, "u", second, session="s2")
+    assert active(mem, "u") == [first]
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    ("Every morning I go for a run", "I now swim every morning instead"),
+    ("我每天早上跑步", "我现在每天早上游泳"),
+    ("We live in Shanghai", "We've relocated to Lisbon")])
+def test_a_routine_or_a_plural_move_replaces_the_old_one(
+        before: str, after: str, mem: Memory) -> None:
+    say(mem, "u", before)
+    ops = say(mem, "u", after, session="s2")
+    assert ("UPDATE", before) in ops
+    assert active(mem, "u") == [after]
+
+
+@pytest.mark.parametrize("text", ["I think maybe I like jazz, not sure", "我好像有点喜欢爵士"])
+def test_hedged_statements_enter_on_probation(text: str, mem: Memory) -> None:
+    say(mem, "u", text)
+    (record,) = mem.get_all(user_id="u").items
+    assert record.status == MemoryStatus.CANDIDATE
+    assert mem.search("music", user_id="u", threshold=-1) == []  # not recalled yet
+
+
+@pytest.mark.parametrize(("text", "core"), [
+    ("我是一名护士在市中心那家专门给孩子看病的儿童医院照顾住院的小朋友们已经整整十年了而且"
+     "每个周末都会去社区做健康讲座", "我是一名护士"),
+    ("I work as a nurse at the children's hospital downtown " + "where I look after the "
+     "little patients and their worried parents " * 4, "I work as a nurse")])
+def test_an_overlong_fact_is_kept_cut_to_its_core(text: str, core: str, mem: Memory) -> None:
+    say(mem, "u", text)
+    (content,) = active(mem, "u")
+    assert content.startswith(core) and len(content) < len(text)
+
+
+def test_an_embedder_dim_that_differs_from_the_model_is_an_error(tmp_path: Path) -> None:
+    from memray.errors import ConfigError
+
+    cfg = MemoryConfig.model_validate({"data_dir": str(tmp_path), "embedder": {"dim": 768}})
+    with pytest.raises(ConfigError, match=r"768.*all-MiniLM-L6-v2.*384"):
+        Memory(cfg).open()

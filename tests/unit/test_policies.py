@@ -59,3 +59,22 @@ def test_probation_and_lifetimes() -> None:
         now + timedelta(days=30)
     assert policies.expires_at(MemoryType.IDENTITY, MemoryStatus.ACTIVE, now) is None
     assert policies.expires_at(MemoryType.CONSTRAINT, MemoryStatus.ACTIVE, now) is None
+
+
+def test_an_overlong_fact_is_cut_to_its_core_not_dropped() -> None:
+    from memray.core.policies import MAX_FACT_WEIGHT, fit, weighted_length
+    from memray.extract.base import Fact
+    from memray.models import MemoryType
+
+    long_en = ("I work as a nurse at the children's hospital, " +
+               "and on weekends I volunteer at the animal shelter near the river " * 4)
+    long_zh = "我在一家儿童医院做护士，" + "周末还会去河边的动物收容所做志愿者帮忙照顾小猫小狗" * 3
+    for text, core in ((long_en, "I work as a nurse at the children's hospital"),
+                       (long_zh, "我在一家儿童医院做护士")):
+        fitted = fit(Fact(content=text, type=MemoryType.IDENTITY, importance=0.8,
+                          confidence=0.9))
+        assert weighted_length(fitted.content) <= MAX_FACT_WEIGHT
+        assert fitted.content.startswith(core)
+    short = Fact(content="I like tea", type=MemoryType.PREFERENCE, importance=0.5,
+                 confidence=0.9)
+    assert fit(short) is short

@@ -34,7 +34,7 @@ def facts(text: str) -> list[tuple[str | None, str, str]]:
     ("My daughter is called Mia", [("family:daughter", "identity", "My daughter is called Mia")]),
     ("I no longer eat meat", [("dislike:meat", "preference", "I no longer eat meat")]),
     ("I have two kids", [("family:kids", "identity", "I have two kids")]),
-    ("我喜欢喝咖啡但不喜欢加糖", [("like:喝咖啡", "preference", "我喜欢喝咖啡"),
+    ("我喜欢喝咖啡但不喜欢加糖", [("like:咖啡", "preference", "我喜欢喝咖啡"),
                                    ("dislike:加糖", "preference", "不喜欢加糖")]),
     ("I'm 35 years old", [("age", "identity", "I'm 35 years old")]),
     ("我的生日是五月三号", [("birthday", "identity", "我的生日是五月三号")]),
@@ -114,3 +114,44 @@ def test_forget_everything_only_without_a_topic(text: str) -> None:
 def test_a_topic_with_no_slot_becomes_terms(text: str, terms: tuple[str, ...]) -> None:
     forget = X.extract([Turn("s:0", "user", text)], []).forgets[0]
     assert (forget.terms, forget.slots, forget.everything) == (terms, (), False)
+
+
+@pytest.mark.parametrize(("first", "second"), [
+    ("我不吃香菜", "我讨厌香菜味的东西"),
+    ("我喜欢咖啡", "我喜欢喝咖啡"),
+    ("I hate cilantro", "I can't stand the taste of cilantro"),
+    ("I like tea", "I love drinking tea"),
+])
+def test_paraphrased_objects_meet_in_one_slot(first: str, second: str) -> None:
+    assert facts(first)[0][0] == facts(second)[0][0]
+
+
+@pytest.mark.parametrize(("text", "slot", "correction"), [
+    ("We moved to Berlin", "city", True),
+    ("We've relocated to Lisbon", "city", True),
+    ("我们住在成都", "city", False),
+    ("I'm learning Japanese", "learning:japanese", False),
+    ("我在学日语", "learning:日语", False),
+    ("I have a dog named Rex", "pet:dog", False),
+    ("我养了一只猫", "pet:猫", False),
+    ("I drive a Tesla", "own:tesla", False),
+    ("我有一辆自行车", "own:自行车", False),
+    ("My hobby is pottery", "hobby:pottery", False),
+    ("我的爱好是摄影", "hobby:摄影", False),
+    ("Every morning I go for a run", "routine:morning", False),
+    ("I now swim every morning instead", "routine:morning", True),
+    ("我每天早上跑步", "routine:morning", False),
+    ("我现在每天早上游泳", "routine:morning", True),
+    ("I'm free every evening", "availability", False),
+])
+def test_habits_pets_possessions_learning_and_plural_corrections(
+        text: str, slot: str, correction: bool) -> None:
+    (fact,) = X.extract([Turn("s:0", "user", text)], []).facts
+    assert (fact.slot, fact.correction) == (slot, correction)
+
+
+@pytest.mark.parametrize(("text", "confidence"), [
+    ("I think maybe I like jazz, not sure", 0.5), ("我好像有点喜欢爵士", 0.5),
+    ("I like jazz. Maybe I'll try salsa", 0.9), ("我喜欢爵士", 0.9)])
+def test_hedged_statements_are_low_confidence(text: str, confidence: float) -> None:
+    assert X.extract([Turn("s:0", "user", text)], []).facts[0].confidence == confidence
