@@ -18,6 +18,11 @@ from memray.models import MemoryRecord, MemorySource, MemoryType
 _SENTENCE = re.compile(r"(?<=[。！？!?；;\n])|(?<=[.])\s+")
 _CLAUSE = re.compile(r"[，,、]\s*|(?<=[\u4e00-\u9fff])(?:但是|但|不过)|"
                      r"\s+(?:and|but|so)\s+(?=i\b|i'm\b|my\b)", re.I)
+# Requests to the assistant and quoted text speak of something else than the user.
+_REQUEST = re.compile(r"[\"“”「」『』]|(?:^|\s)'[^']+'(?=$|[\s.,!?])|^(?:please |can you |could you )?(?:translate|recommend|"
+                      r"suggest|find|write|draft|summari[sz]e|search|look up|tell me|show me)\b|"
+                      r"^(?:请)?(?:帮我|帮忙|麻烦你?|给我)?(?:翻译|推荐|写|找|查|搜|总结|想想)",
+                      re.I)
 _QUESTION = re.compile(r"[?？]\s*$|^(?:what|when|where|who|why|how|can|could|would|do|does|"
                        r"is|are)\b|吗[？?]?$|呢[？?]?$", re.I)
 
@@ -32,7 +37,8 @@ HEDGED_CONFIDENCE = 0.5
 REMEMBER = re.compile(r"^(?:请)?(?:你)?(?:要)?记住[:：,，]?\s*|^(?:please\s+)?remember"
                       r"(?:\s+that)?[:,]?\s+", re.I)
 FORGET = re.compile(r"忘掉|忘记|忘了吧|删掉|删除|清空|抹掉|别再提|不要再提|"
-                    r"\bforget\b|\b(?:delete|remove|clear)\b.*\b(?:know|remember|memor|data)|"
+                    r"\bforget\b|\b(?:delete|remove|clear)\b.*\b(?:know|remember|memor|data|"
+                    r"have|info|about)|"
                     r"\bstop mentioning\b|\bdon't mention\b.*\bagain\b|\berase\b|\bwipe\b",
                     re.I)
 # Forget-everything needs an "all" word AND no topic left once the command's own words
@@ -50,7 +56,24 @@ _COMMAND_WORDS = re.compile(
     r"anything|every|memories|memory|remembered|remember|know|knew|stored|saved|save|keep|"
     r"kept|have|has|had|got|about|regarding|concerning|related|on|to|me|my|mine|i|i've|"
     r"i'm|what|that|this|these|those|the|a|an|it|is|are|was|info|information|data|stuff|"
-    r"things?|details?|now|just|from|in|and|any|there)\b|[^\w\s]|_", re.I)
+    r"things?|details?|now|just|from|in|and|any|there|start|fresh|over|let's|lets|"
+    r"okay|ok)\b|[^\w\s]|_", re.I)
+
+# Occupations, so a job is recognised by what it names rather than one phrasing.
+_JOBS_EN = ("engineer|developer|programmer|doctor|physician|surgeon|dentist|nurse|pharmacist|"
+            "teacher|professor|lecturer|tutor|lawyer|attorney|paralegal|designer|architect|"
+            "student|manager|director|analyst|accountant|auditor|consultant|researcher|"
+            "scientist|writer|editor|journalist|chef|cook|baker|barista|waiter|waitress|"
+            "driver|pilot|mechanic|electrician|plumber|carpenter|artist|musician|"
+            "photographer|salesperson|marketer|recruiter|librarian|veterinarian|vet|"
+            "therapist|psychologist|firefighter|officer|soldier|farmer|cashier|clerk|"
+            "intern|freelancer|entrepreneur|founder|ceo|cto|administrator|technician|"
+            "translator|agent|banker|trader|economist|statistician|pm|product manager")
+_JOBS_ZH = ("工程师|医生|老师|教师|教授|律师|设计师|学生|研究生|博士|经理|总监|程序员|护士|会计|"
+            "审计|财务|研究员|分析师|顾问|销售|市场|运营|产品经理|前端|后端|开发|测试|厨师|司机|"
+            "记者|编辑|作家|翻译|药剂师|医师|警察|公务员|实习生|创业|老板|自由职业|"
+            "咖啡师|摄影师|建筑师|会计师|客服|HR|人事|行政")
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -81,7 +104,8 @@ RULES: tuple[Rule, ...] = (
        r"(?:我的)?爱好是(?P<obj3>.+)"),
     _r("like:", MemoryType.PREFERENCE, 0.5,
        r"(?:喜欢|爱吃|爱喝|爱(?!好)|偏好|最爱|热爱)(?P<obj>.+)|"
-       r"\b(?:like|love|enjoy|prefer|adore)\s+(?P<obj2>.+)|"
+       r"\b(?:i|we)(?: (?:\w+ly|really|also|just|do|still|totally|kind of|sort of|so)){0,3}"
+       r" (?:like|love|enjoy|prefer|adore)\s+(?P<obj2>.+)|"
        r"\b(?:fan of|favou?rite \w+ is)\s+(?P<obj3>.+)"),
     _r("name", MemoryType.IDENTITY, 0.9,
        r"我叫|我的名字|\bmy name is\b|\bcall me\b|\bi'm called\b"),
@@ -92,7 +116,10 @@ RULES: tuple[Rule, ...] = (
        r"\bi have (?:a |an |one |two |three |four |\d+ )?(?P<obj3>kids?|children|sons?|"
        r"daughters?|twins)\b"),
     _r("age", MemoryType.IDENTITY, 0.6,
-       r"我今年\d{1,3}岁|我\d{1,3}岁了|\bi'?m \d{1,3} years old\b|\bi am \d{1,3} years old\b"),
+       r"今年(?:刚满|已经|才|快)?[\d一二三四五六七八九十两]{1,4}(?:岁|了)|"
+       r"我[\d一二三四五六七八九十两]{1,4}岁(?:了)?|"
+       r"\b(?:i'?m|i am|i'll be|i will be|i turned|i just turned) \d{1,3}"
+       r"(?: years old| this year)?(?=$|[\s,.!])(?! (?:am|pm|minutes|hours|kg|km|miles))"),
     _r("birthday", MemoryType.IDENTITY, 0.7, r"我的生日|我生日|\bmy birthday\b"),
     _r("city", MemoryType.IDENTITY, 0.8,
        r"我住在|我们住在|我在\S{1,6}(?:住|生活)|搬到|搬去|定居|"
@@ -109,15 +136,15 @@ RULES: tuple[Rule, ...] = (
        r"evening|night|weekends?)\b|.*?我习惯(?:在)?(?P<obj4>早上|晚上|周末|中午)?)"),
     _r("availability", MemoryType.CONSTRAINT, 0.7,
        r"有空|没空|空闲|有时间|没时间|早九晚六|朝九晚五|九九六|996|点以后|点之后|点以前|点前|"
-       r"周末|工作日|作息|上班时间|下班|加班|"
-       r"\b(?:free|available|busy|unavailable|weekdays?|weekends?|evenings?|mornings?|"
-       r"nights?|working hours|office hours|\d{1,2}\s*(?:am|pm)|\d{1,2}\s*(?:to|-)\s*\d{1,2})\b"),
+       r"作息|上班时间|下班|加班|"
+       r"\b(?:free|available|busy|unavailable|working hours|office hours|"
+       r"\d{1,2}\s*(?:am|pm)|\d{1,2}\s*(?:to|-)\s*\d{1,2})\b"),
     _r("job", MemoryType.IDENTITY, 0.8,
-       r"换工作|换了工作|我的工作|我的职业|(?:我是|是一名|是一个)\S{0,8}(?:工程师|医生|老师|律师|设计师|"
-       r"学生|经理|程序员|护士|会计|研究员)|我在\S{1,12}(?:工作|上班)|"
-       r"\b(?:i work as|i work at|i work for|my job|i'm an? \w+ (?:engineer|developer|"
-       r"doctor|teacher|lawyer|designer|student|manager|nurse|researcher)|i changed jobs|"
-       r"new job)\b"),
+       r"换工作|换了工作|我的工作|我的职业|转岗|(?:我是|是一名|是一个|我在\S{1,10}(?:做|当)|"
+       r"我(?:现在)?(?:做|当))\S{0,8}(?:" + _JOBS_ZH + r")|我在\S{1,12}(?:工作|上班)|"
+       r"\b(?:i work as|i work at|i work for|my job|i changed jobs|new job|"
+       r"i(?:'m| am| work as)(?: now| currently)? an? (?:[\w-]+ ){0,3}(?:" + _JOBS_EN + r")s?|"
+       r"(?:promoted|hired) (?:to|as) (?:an? )?(?:[\w-]+ ){0,3}(?:" + _JOBS_EN + r"))\b"),
     _r("learning:", MemoryType.FACT, 0.5,
        r"\b(?:i'm|i am|i've been|i have been|we're|we are) (?:learning|studying|taking)\s+"
        r"(?P<obj>.+)|(?:正在|在|开始)(?:学习|自学|学)(?!校|生|院|期)(?P<obj2>.+)|"
@@ -146,13 +173,19 @@ TOPICS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = tuple(
         (r"名字|\bname\b", ("name",)),
         (r"家人|家庭|\bfamily\b", ("family:",)),
         (r"饮食|口味|吃|过敏|\bdiet\b|\bfood\b|\ballerg", ("diet", "like:", "dislike:")),
-        (r"喜好|爱好|偏好|\bpreferences?\b|\blikes?\b", ("like:", "dislike:")),
+        (r"喜好|偏好|\bpreferences?\b|\blikes?\b", ("like:", "dislike:")),
+        (r"爱好", ("hobby:", "like:")),
         (r"任务|项目|\btasks?\b|\bprojects?\b", ("task",)),
+        (r"宠物|猫|狗|\bpets?\b|\bdogs?\b|\bcats?\b", ("pet:",)),
+        (r"学习|在学|\blearning\b|\bstudies\b|\bclasses\b|\blessons\b", ("learning:",)),
+        (r"习惯|日常|\broutines?\b|\bhabits?\b", ("routine:",)),
+        (r"兴趣|\bhobb(?:y|ies)\b", ("hobby:",)),
     ))
 
-_CONJUNCTION = re.compile(r"^(?:and|but|so|also|then|plus|而且|并且|另外|然后)\s*", re.I)
+_CONJUNCTION = re.compile(r"^(?:and|but|so|also|then|plus|而且|并且|另外|然后|不过|但是|可是|"
+                          r"所以|因为)\s*", re.I)
 _EDGE = " \t\n;；。.!！"
-_OBJ_TRIM = re.compile(r"^[\s的了着过是用]+|[\s。！？!?.，,；;了啊呀吧呢]+$")
+_OBJ_TRIM = re.compile(r"^[\s的了着过是用]+|[\s。！？!?.，,；;了啊呀吧呢哈哦喔嘛啦]+$")
 
 
 def clauses(text: str) -> list[str]:
@@ -191,13 +224,18 @@ def _object(match: re.Match[str]) -> str:
     return ""
 
 
+_PRONOUNS = frozenset({"it", "them", "that", "this", "these", "those", "him", "her", "you",
+                       "it so much", "them so much", "它", "他", "她", "它们", "他们", "这个",
+                       "那个"})
+
+
 def classify(clause: str) -> tuple[Rule, str] | None:
     """The first rule matching the clause, with the slot it names."""
     for rule in RULES:
         m = rule.pattern.search(clause)
         if m:
             obj = _object(m) if rule.slot.endswith(":") else ""
-            if rule.slot.endswith(":") and not obj:
+            if rule.slot.endswith(":") and (not obj or obj in _PRONOUNS):
                 continue
             return rule, rule.slot + obj if rule.slot.endswith(":") else rule.slot
     return None
@@ -222,7 +260,8 @@ def forget_command(turn: Turn) -> Forget | None:
     if not FORGET.search(text):
         return None
     topic = _topic(text)
-    stated = classify(topic) if topic else None
+    # The topic lost its subject with the command's words: "like jazz" is "I like jazz".
+    stated = (classify(topic) or classify("I " + topic)) if topic else None
     slots: list[str] = [stated[1]] if stated else []
     rest = text
     for pattern, group in TOPICS if not stated else ():  # specific topics first
@@ -265,7 +304,8 @@ class RuleExtractor:
         for sentence in _SENTENCE.split(text):
             hedged = bool(HEDGE.search(sentence or ""))
             for clause in clauses(sentence or ""):
-                found = None if _QUESTION.search(clause) else classify(clause)
+                skip = _QUESTION.search(clause) or _REQUEST.search(clause)
+                found = None if skip else classify(clause)
                 if found is None:
                     continue
                 rule, slot = found
