@@ -110,6 +110,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--milvus-uri", default=None, help="a Milvus server; default: milvus-lite")
     r.add_argument("--data-dir", default=None, help="reuse a corpus; default: a temp dir")
     r.add_argument("--hot-set", choices=["auto", "on", "off"], default="auto")
+    r.add_argument("--postgres-dsn", default=None, help="the shared PostgreSQL event log "
+                   "(store.postgres_dsn): with --milvus-uri, hot set `auto` turns on")
+    r.add_argument("--query-users", type=int, default=None, help="queries cycle over the "
+                   "first N users (default: all users, each query a different user)")
     lo = bench.add_parser("locomo", help="LoCoMo retrieval recall (recall@k, all@k, MRR)")
     lo.add_argument("--data", required=True, help="a LoCoMo JSON file")
     lo.add_argument("--mode", choices=["turns", "observations"], default="turns")
@@ -136,14 +140,30 @@ def _parser() -> argparse.ArgumentParser:
     m0.add_argument("--users", type=int, default=20)
     m0.add_argument("--per-user", type=int, default=50)
     m0.add_argument("--queries", type=int, default=200)
-    b = bench.add_parser("serve", help="bounded HTTP load on 127.0.0.1 against the Serve app")
+    _bench_serve_parser(bench)
+    return parser
+
+
+def _bench_serve_parser(bench: Any) -> None:
+    b = bench.add_parser("serve", help="bounded HTTP load on 127.0.0.1 against the Serve app, "
+                         "or (--milvus-uri + --postgres-dsn) against `memray api` replicas")
     b.add_argument("--clients", type=int, default=20)
-    b.add_argument("--seconds", type=float, default=60.0)
+    b.add_argument("--seconds", type=float, default=None, help="per configuration; "
+                   "default 60 (Serve), 20 (replicas)")
     b.add_argument("--users", type=int, default=50)
     b.add_argument("--url", default=None, help="a running app on 127.0.0.1; default: start one")
     b.add_argument("--key", default="mr_local_dev_key")
     b.add_argument("--config", default="serve_configs/local.yaml")
-    return parser
+    b.add_argument("--milvus-uri", default=None, help="cluster mode: a Milvus server shared "
+                   "by the `memray api` replicas (with --postgres-dsn)")
+    b.add_argument("--postgres-dsn", default=None, help="cluster mode: the shared PostgreSQL "
+                   "event log (with --milvus-uri)")
+    b.add_argument("--replicas", default=None, help="cluster mode: replica counts to measure, "
+                   "e.g. 1,2,3 (default 1,2,3); the embedded single replica runs as well")
+    b.add_argument("--spread", choices=["round-robin", "random"], default="round-robin",
+                   help="cluster mode: how requests are spread over the replicas")
+    b.add_argument("--no-baseline", action="store_true",
+                   help="cluster mode: skip the embedded single-replica baseline")
 
 
 def _api_parser(sub: Any) -> None:
@@ -249,10 +269,43 @@ def bench_locomo(args: argparse.Namespace) -> int:
 
 
 def bench_serve(args: argparse.Namespace) -> int:
+    cluster = (args.milvus_uri, args.postgres_dsn)
+    if any(cluster) or args.replicas is not None:
+        return _bench_serve_cluster(args)
     from memray.bench.serve import ServeBenchArgs, run
 
-    result = run(ServeBenchArgs(clients=args.clients, seconds=args.seconds, users=args.users,
+    seconds = 60.0 if args.seconds is None else args.seconds
+    result = run(ServeBenchArgs(clients=args.clients, seconds=seconds, users=args.users,
                                 url=args.url, key=args.key, config=args.config))
+    print(json.dumps(result, indent=2))
+    return 0 if result["errors"] == 0 else 1
+
+
+def _bench_serve_cluster(args: argparse.Namespace) -> int:
+    from memray.bench.cluster import ClusterBenchArgs, parse_replicas, run
+
+    if not (args.milvus_uri and args.postgres_dsn):
+        print("memray bench serve: cluster mode needs both --milvus-uri and --postgres-dsn",
+              file=sys.stderr)
+        return 2
+    if args.url is not None:
+        print("memray bench serve: --url and cluster mode exclude each other", file=sys.stderr)
+        return 2
+    try:
+        counts = parse_replicas(args.replicas or "1,2,3")
+    except ValueError as exc:
+        print(f"memray bench serve: {exc}", file=sys.stderr)
+        return 2
+    bench = ClusterBenchArgs(milvus_uri=args.milvus_uri, postgres_dsn=args.postgres_dsn,
+                             replicas=counts, clients=args.clients,
+                             seconds=20.0 if args.seconds is None else args.seconds,
+                             users=args.users, spread=args.spread,
+                             baseline=not args.no_baseline)
+    try:
+        result = run(bench, progress=lambda line: print(line, file=sys.stderr))
+    except KeyboardInterrupt:
+        print("memray bench serve: interrupted (replicas stopped)", file=sys.stderr)
+        return 130
     print(json.dumps(result, indent=2))
     return 0 if result["errors"] == 0 else 1
 
@@ -262,7 +315,9 @@ def bench_recall(args: argparse.Namespace) -> int:
 
     result = run(RecallBenchArgs(users=args.users, per_user=args.per_user,
                                  queries=args.queries, milvus_uri=args.milvus_uri,
-                                 data_dir=args.data_dir, hot_set=args.hot_set),
+                                 data_dir=args.data_dir, hot_set=args.hot_set,
+                                 postgres_dsn=args.postgres_dsn,
+                                 query_users=args.query_users),
                  progress=lambda line: print(line, file=sys.stderr))
     print(json.dumps(result, indent=2))
     return 0

@@ -34,6 +34,8 @@ class RecallBenchArgs:
     data_dir: str | None = None
     seed: int = 0
     hot_set: str = "auto"
+    postgres_dsn: str | None = None  # the shared log: hot set `auto` is on for a server
+    query_users: int | None = None  # queries cycle over the first N users; None: all
 
 
 def percentiles(samples_ms: list[float]) -> dict[str, float]:
@@ -90,6 +92,7 @@ def run(args: RecallBenchArgs, progress: Callable[[str], None] = print) -> dict[
     # strong_window_s=0: no writes happen while timing, so this is the steady state of a
     # long-running process (the first 10 s after an open read Strong, ~400 ms on Milvus 2.3).
     store_cfg: dict[str, Any] = {"milvus_uri": args.milvus_uri, "strong_window_s": 0,
+                                 "postgres_dsn": args.postgres_dsn,
                                  "alias": f"bench_{args.users}x{args.per_user}",
                                  "collection_prefix": f"bench_{args.users}x{args.per_user}"}
     cfg = MemoryConfig.model_validate({"data_dir": data_dir, "store": store_cfg,
@@ -108,20 +111,32 @@ def run(args: RecallBenchArgs, progress: Callable[[str], None] = print) -> dict[
     store = build_store(cfg, load_settings(), model=embedder.model, dim=embedder.dim)
     timed_embedder = _Timed(embedder, "embed")
     total_ms: list[float] = []
+    embed_ms: list[float] = []
+    pool = min(args.query_users or args.users, args.users)
+    # 20 warm-up queries; with a user pool, at least one per user of the pool, so the
+    # timed queries see a warm hot set (when the pool fits in it).
+    warm = 20 if args.query_users is None else max(20, pool)
     with Memory(cfg, embedder=timed_embedder, store=store) as m:
-        for i in range(args.queries + 20):
+        loads = 0
+        for i in range(args.queries + warm):
+            if i == warm and m._hot is not None:
+                loads = m._hot.loads
             q = f"what did the user mention about topic number {i} last week?"
+            n = len(timed_embedder.samples)
             t0 = time.perf_counter()
-            m.search(q, user_id=f"user-{i % args.users:05d}")
-            if i >= 20:  # the first 20 are warm-up
+            m.search(q, user_id=f"user-{i % pool:05d}")
+            if i >= warm:
                 total_ms.append((time.perf_counter() - t0) * 1000)
+                embed_ms.append(sum(timed_embedder.samples[n:]))  # all embeds of this call
         hot = m._hot is not None
-    embed_ms = timed_embedder.samples[20:]
-    # One embedding per search, so the rest of each call is retrieval: the store's search
-    # (or the hot set's matrix product), plus ranking.
+        hot_loads = m._hot.loads - loads if m._hot is not None else None
+    # The rest of each call is retrieval: the store's search (or the hot set's matrix
+    # product), plus ranking.
     retrieval_ms = [t - e for t, e in zip(total_ms, embed_ms, strict=True)]
     return {
         "mode": "server" if args.milvus_uri else "lite", "hot_set": hot,
+        "log": "postgres" if args.postgres_dsn else "sqlite", "query_users": pool,
+        "hot_set_loads": hot_loads,
         "users": args.users, "per_user": args.per_user, "rows": args.users * args.per_user,
         "queries": args.queries, "fill_s": round(fill_s, 1),
         "search_ms": percentiles(total_ms), "embed_ms": percentiles(embed_ms),

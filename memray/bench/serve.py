@@ -4,12 +4,15 @@ By default it starts the app itself from serve_configs/local.yaml (embedded milv
 temp data dir, a free port) with Ray limited to this machine, seeds memories, then runs
 `clients` concurrent clients for `seconds`: each loops search (90%) and add (10%) for
 users spread over `users`. Every request has a timeout; the run stops by itself.
+With --milvus-uri and --postgres-dsn the same load runs against `memray api` replicas
+instead (memray/bench/cluster.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import random
 import signal
@@ -18,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,13 +93,32 @@ def _wait_ready(base: str, proc: subprocess.Popen[bytes], deadline_s: float) -> 
     raise RuntimeError(f"memray serve not ready after {deadline_s} s")
 
 
-async def _client(http: httpx.AsyncClient, args: ServeBenchArgs, stop: float,
-                  rng: random.Random, out: dict[str, list[float]], errors: list[str]) -> None:
-    headers = {"Authorization": f"Bearer {args.key}"}
+@dataclass(frozen=True)
+class Load:
+    """One closed-loop load: `clients` clients for `seconds`, each looping search and add
+    (`add_share`) for random users of `users`, every request sent to the next of `bases`
+    (round-robin over all clients' requests) or a random one (`spread="random"`)."""
+
+    bases: tuple[str, ...]
+    key: str
+    users: tuple[str, ...]
+    clients: int = 20
+    seconds: float = 60.0
+    add_share: float = 0.1
+    spread: str = "round-robin"
+    timeout_s: float = 30.0
+
+
+async def _client(http: httpx.AsyncClient, load: Load, stop: float, rng: random.Random,
+                  turn: Iterator[int], out: dict[str, list[float]],
+                  errors: list[str]) -> None:
+    headers = {"Authorization": f"Bearer {load.key}"}
     while time.monotonic() < stop:
-        user = f"bench-{rng.randrange(args.users)}"
+        user = rng.choice(load.users)
         topic = rng.choice(TOPICS)
-        if rng.random() < args.add_share:
+        base = (rng.choice(load.bases) if load.spread == "random"
+                else load.bases[next(turn) % len(load.bases)])
+        if rng.random() < load.add_share:
             op, path = "add", "/v1/memories"
             body: dict[str, Any] = {"user_id": user, "messages": f"I like {topic} a lot",
                                     "infer": False}
@@ -105,7 +127,7 @@ async def _client(http: httpx.AsyncClient, args: ServeBenchArgs, stop: float,
             body = {"user_id": user, "query": f"what does the user think about {topic}?"}
         t0 = time.perf_counter()
         try:
-            r = await http.post(path, json=body, headers=headers)
+            r = await http.post(base + path, json=body, headers=headers)
             ok = r.status_code == 200
             if not ok:
                 errors.append(f"{op} HTTP {r.status_code}")
@@ -116,28 +138,43 @@ async def _client(http: httpx.AsyncClient, args: ServeBenchArgs, stop: float,
             out[op].append((time.perf_counter() - t0) * 1000)
 
 
-async def _load(base: str, args: ServeBenchArgs) -> dict[str, Any]:
-    limits = httpx.Limits(max_connections=args.clients)
-    async with httpx.AsyncClient(base_url=base, timeout=30, limits=limits) as http:
-        headers = {"Authorization": f"Bearer {args.key}"}
-        for u in range(args.users):  # seed: every user has memories to find
+async def seed(base: str, key: str, users: Sequence[str], per_user: int) -> None:
+    """Every user gets `per_user` memories to find (`infer: false`, one add per user)."""
+    async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+        for user in users:
             messages = [{"role": "user", "content": f"fact {i}: I like {TOPICS[i % 8]}"}
-                        for i in range(args.seed_per_user)]
-            r = await http.post("/v1/memories", headers=headers, json={
-                "user_id": f"bench-{u}", "messages": messages, "infer": False})
+                        for i in range(per_user)]
+            r = await http.post("/v1/memories", headers={"Authorization": f"Bearer {key}"},
+                                json={"user_id": user, "messages": messages, "infer": False})
             r.raise_for_status()
+
+
+async def measure(load: Load) -> dict[str, Any]:
+    """Run `load`; requests, throughput, errors and search/add latency percentiles (ms)."""
+    n = load.clients * len(load.bases)
+    limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
+    async with httpx.AsyncClient(timeout=load.timeout_s, limits=limits) as http:
         out: dict[str, list[float]] = {"search": [], "add": []}
         errors: list[str] = []
+        turn = itertools.count()
         start = time.monotonic()
-        stop = start + args.seconds
-        await asyncio.gather(*(_client(http, args, stop, random.Random(i), out, errors)
-                               for i in range(args.clients)))
+        stop = start + load.seconds
+        await asyncio.gather(*(_client(http, load, stop, random.Random(i), turn, out, errors)
+                               for i in range(load.clients)))
         elapsed = time.monotonic() - start
-    return {"url": base, "clients": args.clients, "seconds": round(elapsed, 1),
-            "requests": sum(len(v) for v in out.values()) + len(errors),
-            "rps": round((sum(len(v) for v in out.values()) + len(errors)) / elapsed, 1),
-            "errors": len(errors), "error_kinds": sorted(set(errors))[:10],
+    done = sum(len(v) for v in out.values()) + len(errors)
+    return {"clients": load.clients, "seconds": round(elapsed, 1), "requests": done,
+            "rps": round(done / elapsed, 1), "errors": len(errors),
+            "error_kinds": sorted(set(errors))[:10],
             **{op: _pct(v) for op, v in out.items()}}
+
+
+async def _load(base: str, args: ServeBenchArgs) -> dict[str, Any]:
+    users = tuple(f"bench-{u}" for u in range(args.users))
+    await seed(base, args.key, users, args.seed_per_user)
+    row = await measure(Load(bases=(base,), key=args.key, users=users, clients=args.clients,
+                             seconds=args.seconds, add_share=args.add_share))
+    return {"url": base, **row}
 
 
 def _pct(samples: list[float]) -> dict[str, float]:

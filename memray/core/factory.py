@@ -8,6 +8,7 @@ from memray.config import MemoryConfig
 from memray.core.applier import Applier
 from memray.core.resolve import Resolver
 from memray.core.session import SessionMemory
+from memray.core.versions import SeenVersions
 from memray.core.writepath import WritePath
 from memray.embed.base import Embedder
 from memray.embed.cache import CachedEmbedder
@@ -59,7 +60,8 @@ def build_extractor(cfg: MemoryConfig) -> Extractor:
 
 
 def build_write_path(cfg: MemoryConfig, *, store: VectorStore, events: EventLog,
-                     applier: Applier, embedder: Embedder, sessions: SessionMemory) -> WritePath:
+                     applier: Applier, embedder: Embedder, sessions: SessionMemory,
+                     seen: SeenVersions | None = None) -> WritePath:
     extractor = build_extractor(cfg)
     judge = getattr(extractor, "judge", None)
     resolver = Resolver(store, embedder, cfg.write, judge=judge)
@@ -67,7 +69,7 @@ def build_write_path(cfg: MemoryConfig, *, store: VectorStore, events: EventLog,
     return WritePath(store=store, events=events, applier=applier, extractor=extractor,
                      resolver=resolver, sessions=sessions,
                      every_n_turns=cfg.write.extract_every_n_turns,
-                     max_existing=llm.max_existing if llm else 10)
+                     max_existing=llm.max_existing if llm else 10, seen=seen)
 
 
 def postgres_dsn(cfg: MemoryConfig, settings: Settings) -> str | None:

@@ -21,11 +21,11 @@ from memray.core.follow import LIVE_EMBEDDER, LiveEmbedder, Throttle
 from memray.core.gate import WriteGate
 from memray.core.hotset import HotSet
 from memray.core.ids import new_id
-from memray.core.intent import intents
+from memray.core.intent import OBJECT_SLOTS, memory_topics, query_topics, slot_of, topic_slots
 from memray.core.messages import Message, normalize
 from memray.core.policies import redact
 from memray.core.prompt import prompt_section
-from memray.core.ranking import rank
+from memray.core.ranking import Evidence, background, content_terms, decide, rank
 from memray.core.resolve import Scope
 from memray.core.session import SessionMemory
 from memray.core.versions import OutboxDrainer, SeenVersions
@@ -146,9 +146,11 @@ class Memory:
         check = self._live_model_check(embedder.model) \
             if getattr(self._events, "shared", False) else None
         applier = Applier(store, self._events, on_change=hot, check=check)
+        shared = getattr(self._events, "shared", False)
         self._writer = build_write_path(self.config, store=store, events=self._events,
                                         applier=applier, embedder=embedder,
-                                        sessions=self._sessions)
+                                        sessions=self._sessions,
+                                        seen=self._seen if shared else None)
         self._embedder, self._store, self._hot, self._applier = embedder, store, hot, applier
         self._live = (embedder, store, hot)
 
@@ -379,7 +381,12 @@ class Memory:
         uid, mid = validate.user_id(user_id), validate.memory_id(memory_id)
         text = validate.content(content, self.config.max_content_chars)
         self._follow_model()
-        return self._write(lambda: self._update(uid, mid, text))
+        return self._write(lambda: self._locked(uid, lambda: self._update(uid, mid, text)))
+
+    def _locked(self, uid: str, run: Callable[[], T]) -> T:
+        """`run` under the user's write lock: what it reads is not changed meanwhile."""
+        with self._write_path().user_lock(uid):
+            return run()
 
     def _update(self, uid: str, mid: str, text: str) -> MemoryEvent:
         _, _, applier = self._parts()
@@ -398,7 +405,7 @@ class Memory:
     def delete(self, memory_id: str, *, user_id: str) -> MemoryEvent:
         """Delete one memory and purge its history; raises MemoryNotFoundError."""
         uid, mid = validate.user_id(user_id), validate.memory_id(memory_id)
-        return self._write(lambda: self._delete(uid, mid))
+        return self._write(lambda: self._locked(uid, lambda: self._delete(uid, mid)))
 
     def _delete(self, uid: str, mid: str) -> MemoryEvent:
         _, _, applier = self._parts()
@@ -427,22 +434,26 @@ class Memory:
     def search(self, query: str, *, user_id: str, top_k: int | None = None,
                filters: dict[str, Any] | None = None, threshold: float | None = None,
                min_version: int | None = None) -> list[SearchHit]:
-        """The user's active memories most relevant to `query`, best first.
+        """The user's active memories relevant to `query`, best first.
 
-        Takes `recall.candidate_k` (or `top_k`, if larger) nearest memories from inside the
-        user's partition, drops those below `threshold` (default `recall.threshold`) cosine
-        similarity, ranks the rest by similarity, importance and recency, and returns at most
-        `top_k` (default `recall.max_results`). Filters: type, agent_id, session_id,
-        created_after, created_before (aware datetimes or ISO strings), min_importance.
-        `min_version` (from a write's result): read at least that version of the user's
-        memories, waiting up to `recall.min_version_wait_s`; StaleReadError if not reached.
+        Candidates from inside the user's partition: the `recall.candidate_k` (or `top_k`,
+        if larger) nearest memories, the best keyword (BM25) matches, and memories of the
+        topics the query asks about (core/intent.py; a verbatim memory is classified from
+        its text). The relevant ones (core/ranking.py `decide`: similarity the model can
+        vouch for, a topic match, or a keyword match, then a floor relative to the best)
+        are ranked by similarity, importance, recency, topic and keyword match, and at
+        most `top_k` (default `recall.max_results`) returned. `threshold` replaces that
+        decision with a plain cosine floor (-1: everything, ranked).
+        Filters: type, agent_id, session_id, created_after, created_before (aware
+        datetimes or ISO strings), min_importance. `min_version` (from a write's result):
+        read at least that version of the user's memories, waiting up to
+        `recall.min_version_wait_s`; StaleReadError if not reached.
         """
         uid = validate.user_id(user_id)
         text = validate.content(query, self.config.max_content_chars)
         cap = validate.positive_int(top_k if top_k is not None else
                                     self.config.recall.max_results, "top_k", 1024)
-        floor = validate.similarity(self.config.recall.threshold if threshold is None
-                                    else threshold, "threshold")
+        floor = None if threshold is None else validate.similarity(threshold, "threshold")
         where = Where(statuses=_ACTIVE, alive_at_ms=to_ms(utcnow()),
                       **search_filters.parse(filters))
         if not self.enabled:
@@ -455,27 +466,60 @@ class Memory:
         vector = embedder.embed([text])[0]
         recall = self.config.recall
         search = self._searcher(store, events, uid, hot)
+        limit = max(recall.candidate_k, cap)
         keyword: dict[str, float] = {}
         found = None
         if recall.w_lexical and hot is not None:  # hybrid: dense + BM25 over the hot set
-            found = hot.hybrid(uid, events.version(uid), vector, text,
-                               max(recall.candidate_k, cap), where,
+            found = hot.hybrid(uid, events.version(uid), vector, text, limit, where,
                                self._loader(store, events, uid))
         if found is not None:
             candidates = [(r, sim) for r, sim, _ in found]
             keyword = {r.id: lex for r, _, lex in found}
         else:
-            candidates = search(vector, max(recall.candidate_k, cap), where)
-        intent_ids: set[str] = set()
-        for extra in intents(text) if recall.intent_k and recall.w_intent else []:
-            narrowed = replace(where, **{k: v for k, v in extra.items()
-                                         if not getattr(where, k)})
-            hits = [h for h in search(vector, recall.intent_k, narrowed)
-                    if h[1] >= recall.intent_min_similarity]
-            intent_ids.update(r.id for r, _ in hits)
-            candidates += [h for h in hits if h[0].id not in {c.id for c, _ in candidates}]
-        return rank(candidates, recall, now=utcnow(), threshold=floor, cap=cap,
-                    intent_ids=frozenset(intent_ids), keyword=keyword)
+            candidates = search(vector, limit, where)
+        topics = query_topics(text) if recall.intent_k else frozenset()
+        if topics and len(candidates) >= limit:  # fewer: every memory is a candidate already
+            candidates += self._topic_candidates(search, vector, where, topics,
+                                                 {r.id for r, _ in candidates})
+        topic_ids = frozenset(r.id for r, _ in candidates if topics & self._topics_of(r))
+        if floor is not None:  # a plain floor, no exceptions; topic matches still rank up
+            return rank([c for c in candidates if c[1] >= floor], recall, now=utcnow(),
+                        threshold=floor, cap=cap, intent_ids=topic_ids, keyword=keyword)
+        evidence = Evidence(readable=background(embedder, vector) < recall.background_max,
+                            topic_ids=topic_ids, keyword=keyword,
+                            query_terms=content_terms(text))
+        return rank(decide(candidates, recall, evidence), recall, now=utcnow(),
+                    threshold=-1.0, cap=cap, intent_ids=topic_ids, keyword=keyword)
+
+    @staticmethod
+    def _topics_of(record: MemoryRecord) -> frozenset[str]:
+        """The topics of a memory; one stored verbatim is classified from its text."""
+        return memory_topics(record.slot or slot_of(record.content), record.content)
+
+    def _topic_candidates(self, search: Callable[[Vector, int, Where],
+                                                 list[tuple[MemoryRecord, float]]],
+                          vector: Vector, where: Where, topics: frozenset[str],
+                          have: set[str]) -> list[tuple[MemoryRecord, float]]:
+        """Memories of the query's topics beyond the nearest ones: extracted facts by
+        slot (`intent_k` per topic), facts with an object (like:, dislike: ...) and
+        verbatim memories, the nearest `candidate_k` of each, kept if of those topics."""
+        recall = self.config.recall
+        slots, prefixes = topic_slots(topics)
+        asks: list[tuple[dict[str, Any], int]] = [
+            ({"slot_prefixes": OBJECT_SLOTS}, recall.candidate_k),
+            ({"types": (MemoryType.MESSAGE.value,)}, recall.candidate_k)]
+        if slots or prefixes:
+            asks.insert(0, ({"slots": slots, "slot_prefixes": prefixes},
+                            recall.intent_k * len(topics)))
+        out: list[tuple[MemoryRecord, float]] = []
+        for keys, k in asks:
+            narrowed = replace(where, **{key: v for key, v in keys.items()
+                                         if not getattr(where, key)})
+            for record, sim in search(vector, k, narrowed):
+                if record.id not in have and topics & self._topics_of(record):
+                    have.add(record.id)
+                    out.append((record, sim))
+        return out
 
     @staticmethod
     def _loader(store: VectorStore, events: EventLog,

@@ -12,8 +12,8 @@ logged, so the next call retries them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 
 from memray.core import policies
@@ -22,6 +22,7 @@ from memray.core.ids import new_id
 from memray.core.messages import Message
 from memray.core.resolve import LIVE_STATUSES, Plan, Resolver, Scope, forgotten
 from memray.core.session import SessionMemory
+from memray.core.versions import SeenVersions
 from memray.extract.base import Extractor, Forget, Turn
 from memray.models import AddResult, MemoryEvent, MemoryRecord, utcnow
 from memray.store.base import VectorStore, Where
@@ -35,10 +36,14 @@ def _matches(forget: Forget, record: MemoryRecord) -> bool:
 class WritePath:
     def __init__(self, *, store: VectorStore, events: EventLog, applier: Applier,
                  extractor: Extractor, resolver: Resolver, sessions: SessionMemory,
-                 every_n_turns: int, max_existing: int = 10) -> None:
+                 every_n_turns: int, max_existing: int = 10,
+                 seen: SeenVersions | None = None) -> None:
+        """`seen`: this process's view of users' versions, when other processes write to
+        the same log (None: this process is the only writer)."""
         self._store, self._events, self._applier = store, events, applier
         self._extractor, self._resolver, self._sessions = extractor, resolver, sessions
         self._every_n, self._max_existing = every_n_turns, max_existing
+        self._seen = seen
 
     def add(self, scope: Scope, messages: Sequence[Message], *, round_complete: bool,
             force: bool = False) -> AddResult:
@@ -87,8 +92,18 @@ class WritePath:
 
     def user_lock(self, user_id: str) -> AbstractContextManager[None]:
         """Two writes of one user never interleave (they would extract the same turns
-        twice), across processes when the log is shared; other users run in parallel."""
-        return self._events.user_lock(user_id)
+        twice), across processes when the log is shared; other users run in parallel.
+        Reads made under it see every write of the user so far: when another process
+        wrote the user since this one last looked, the store is read Strong."""
+        return self._locked(user_id)
+
+    @contextmanager
+    def _locked(self, user_id: str) -> Iterator[None]:
+        with self._events.user_lock(user_id):
+            seen = self._seen
+            if seen is not None and seen.moved(user_id, self._events.version(user_id)):
+                self._store.touch(user_id)
+            yield
 
     def _extract(self, scope: Scope, pending: list[tuple[int, str, str, str]]) -> AddResult:
         if not pending:

@@ -19,7 +19,8 @@ _SENTENCE = re.compile(r"(?<=[。！？!?；;\n])|(?<=[.])\s+")
 _CLAUSE = re.compile(r"[，,、]\s*|(?<=[\u4e00-\u9fff])(?:但是|但|不过)|"
                      r"\s+(?:and|but|so)\s+(?=i\b|i'm\b|my\b)", re.I)
 # Requests to the assistant and quoted text speak of something else than the user.
-_REQUEST = re.compile(r"[\"“”「」『』]|(?:^|\s)'[^']+'(?=$|[\s.,!?])|^(?:please |can you |could you )?(?:translate|recommend|"
+_REQUEST = re.compile(r"[\"“”「」『』]|(?:^|\s)'[^']+'(?=$|[\s.,!?])|"
+                      r"^(?:please |can you |could you )?(?:translate|recommend|"
                       r"suggest|find|write|draft|summari[sz]e|search|look up|tell me|show me)\b|"
                       r"^(?:请)?(?:帮我|帮忙|麻烦你?|给我)?(?:翻译|推荐|写|找|查|搜|总结|想想)",
                       re.I)

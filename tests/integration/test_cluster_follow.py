@@ -16,6 +16,7 @@ from memray import Memory, MemoryConfig
 from memray.config import EmbedderConfig
 from memray.core.factory import build_embedder, build_store
 from memray.core.follow import LIVE_EMBEDDER, LiveEmbedder
+from memray.embed.cache import CachedEmbedder
 from memray.settings import load_settings
 from memray.store.postgres_log import PostgresEventLog
 
@@ -85,3 +86,26 @@ def test_writes_wait_at_the_barrier(tmp_path: Path, milvus_server: str,
         writer.join(timeout=30)
         assert done.is_set() and replica.version(user_id="u") == 1
     log.close()
+
+
+def test_a_repeat_through_another_replica_is_a_noop(
+        tmp_path: Path, milvus_server: str, fresh_postgres_dsn: str,
+        embedder: CachedEmbedder) -> None:
+    tag = "r" + uuid.uuid4().hex[:8]
+    cfg = MemoryConfig.model_validate({
+        "data_dir": str(tmp_path), "store": {
+            "milvus_uri": milvus_server, "postgres_dsn": fresh_postgres_dsn,
+            "alias": f"{tag}_memories", "collection_prefix": tag}})
+    with Memory(cfg, embedder=embedder) as a, Memory(cfg, embedder=embedder) as b:
+        for m in (a, b):  # both have looked at the user before the writes
+            m.search("tea", user_id="u")
+        time.sleep(11)  # past both stores' Strong window after open: reads are Bounded
+        first = a.add("I like green tea", user_id="u", infer=False)
+        again = b.add("I like green tea", user_id="u", infer=False)  # at once, elsewhere
+        assert [e.op for e in first.events] == ["ADD"]
+        assert [e.op for e in again.events] == ["NOOP"]
+        memory_id = first.events[0].memory_id
+        updated = b.update(memory_id, "I like white tea", user_id="u")
+        assert updated.version == again.version + 1
+        assert [r.content for r in a.get_all(user_id="u", min_version=updated.version).items
+                ] == ["I like white tea"]
