@@ -76,17 +76,23 @@ class EmbedderConfig(BaseModel):
 
 
 class RecallConfig(BaseModel):
-    """How the read path picks and ranks memories."""
+    """How the read path picks and ranks memories. threshold, intent_min_similarity,
+    keyword_min and relative_margin were chosen by 4-fold cross-validation on the labelled
+    relevance set (tests/data/relevance, `python -m memray.bench.relevance --cv 4`)."""
 
     model_config = _STRICT
 
     candidate_k: int = Field(20, gt=0, le=1024, description="Candidates taken from the store.")
-    threshold: float = Field(0.35, ge=-1.0, le=1.0, description="Minimum cosine similarity.")
+    threshold: float = Field(
+        0.4, ge=-1.0, le=1.0, description="Cosine similarity at which a memory is relevant "
+        "on similarity alone (for queries the model reads, see background_max); topic and "
+        "keyword matches are relevant below it (core/ranking.py). A `threshold=` passed to "
+        "search() is instead a plain floor: nothing below it is returned.")
     max_results: int = Field(8, gt=0, le=1024, description="Cap on returned hits.")
     w_similarity: float = Field(0.7, ge=0.0)
     w_importance: float = Field(0.2, ge=0.0)
     w_recency: float = Field(0.1, ge=0.0)
-    w_intent: float = Field(0.2, ge=0.0, description="Bonus for memories of the kind the "
+    w_intent: float = Field(0.2, ge=0.0, description="Bonus for memories of a topic the "
                             "query asks about (time, place, food ...); see core/intent.py.")
     hot_set: Literal["auto", "on", "off"] = Field(
         "auto", description="Hold recently searched users' active memories in process "
@@ -97,12 +103,27 @@ class RecallConfig(BaseModel):
     min_version_wait_s: float = Field(2.0, ge=0, le=60, description="How long a read with "
                                       "`min_version` waits for the log to reach it before "
                                       "StaleReadError (HTTP 409).")
-    intent_k: int = Field(3, ge=0, le=64, description="Memories taken per detected intent.")
+    intent_k: int = Field(3, ge=0, le=64, description="Extracted memories taken per topic "
+                          "the query asks about, besides the nearest ones; 0: no topics.")
     w_lexical: float = Field(0.3, ge=0.0, description="Weight of the keyword (BM25) match, "
                              "0..1 per query; needs the hot set (milvus-lite). 0: dense only. "
                              "Tuned on the LoCoMo development split (BENCHMARKS.md).")
-    intent_min_similarity: float = Field(0.1, ge=-1, le=1, description="Intent matches "
-                                         "below this cosine similarity are still dropped.")
+    intent_min_similarity: float = Field(0.05, ge=-1, le=1, description="Topic matches "
+                                         "below this cosine similarity are still dropped "
+                                         "(for queries the model reads).")
+    keyword_min: float = Field(0.5, ge=0.0, le=2.0, description="BM25 score (0..1, the "
+                               "user's best match 1) at which a memory that shares a content "
+                               "word with the query is relevant; needs the hot set. Above "
+                               "1: keywords only rank.")
+    relative_margin: float = Field(0.3, ge=0.0, le=2.0, description="Memories relevant by "
+                                   "similarity or topic whose similarity is more than this "
+                                   "below the best relevant one's are dropped (for queries "
+                                   "the model reads).")
+    background_max: float = Field(0.4, ge=-1.0, le=1.0, description="A query whose mean "
+                                  "cosine to the closest quarter of unrelated background "
+                                  "sentences reaches this is one the model does not read "
+                                  "(MiniLM: English ~0.14, Chinese ~0.6): its similarities "
+                                  "are then no evidence, only topics and keywords are.")
     half_life_days: dict[str, float | None] = Field(
         default_factory=lambda: {
             "identity": None, "constraint": None, "preference": 90.0, "behavior": 90.0,

@@ -1,12 +1,112 @@
-"""Composite ranking of recalled memories: similarity, importance and recency by type."""
+"""Which recalled memories are relevant, and their order: similarity, importance and
+recency by type, topic and keyword matches.
+
+The relevance decision (`decide`) replaces one global cosine floor. A candidate is
+relevant on any of three kinds of evidence:
+
+- similarity: its cosine similarity reaches `recall.threshold`, and the embedding model
+  reads the query at all. MiniLM reads little Chinese (most characters are [UNK]), so
+  "给我讲个笑话" and "我老婆怀孕了" score 0.98. A query the model cannot read is as close
+  to unrelated sentences as to anything (`background`): then similarity is no evidence.
+- topic: the memory is about a topic the query asks about (core/intent.py: "what should
+  I cook?" and "I am vegetarian"), and its similarity is at least
+  `recall.intent_min_similarity` (when the model reads the query).
+- keywords: its BM25 score (0..1, the user's best match 1) reaches `recall.keyword_min`
+  and it shares a content word with the query (not a one-letter token or a filler verb).
+
+Then a floor relative to the best: of the memories relevant by similarity or topic, those
+more than `recall.relative_margin` below the best one's similarity are dropped (for
+queries the model reads). The best candidate is never dropped by it, so whenever some
+memory has evidence, the answer is not empty.
+"""
 
 from __future__ import annotations
 
 import math
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 
+import numpy as np
+
 from memray.config import RecallConfig
+from memray.core.lexical import tokens
+from memray.embed.base import Embedder, Matrix
 from memray.models import MemoryRecord, SearchHit
+from memray.store.base import Vector
+
+# Unrelated everyday sentences in both scripts. A query's mean cosine to the closest
+# quarter of them is its background: ~0.14 for English queries under MiniLM, ~0.6 for
+# Chinese ones, which the model mostly reads as unknown tokens.
+BACKGROUND = (
+    "The meeting was moved to the afternoon.", "She bought a new pair of shoes.",
+    "The train was late again today.", "He is reading a book about history.",
+    "We watched a movie last night.", "The weather is cold this week.",
+    "My phone battery died.", "They painted the fence blue.",
+    "The report is due next month.", "I went for a walk in the park.",
+    "The soup needs more salt.", "Our team won the match.",
+    "会议改到了下午。", "她买了一双新鞋。", "今天火车又晚点了。", "他在看一本历史书。",
+    "我们昨晚看了一部电影。", "这周天气很冷。", "我的手机没电了。", "他们把栅栏刷成了蓝色。",
+    "报告下个月交。", "我去公园散了个步。", "汤里要再加点盐。", "我们队赢了比赛。",
+)
+_background: dict[str, Matrix] = {}
+_background_lock = threading.Lock()
+# Words that share no subject: "What's the weather like" is not about "I like spicy food",
+# nor "what should I cook tonight?" about "Tonight I finish the report".
+_FILLERS = frozenset((
+    "like", "love", "want", "need", "make", "get", "go", "good", "best", "take", "know",
+    "think", "one", "way", "thing", "time", "day", "year", "lot", "much", "many", "well",
+    "really", "today", "tonight", "tomorrow", "yesterday", "soon", "later", "week", "month",
+    "今天", "今晚", "明天", "昨天", "现在", "最近", "什么", "怎么", "一下", "有没"))
+
+
+def background(embedder: Embedder, vector: Vector) -> float:
+    """Mean cosine of `vector` to the closest quarter of the BACKGROUND sentences (which
+    are embedded once per model)."""
+    with _background_lock:
+        matrix = _background.get(embedder.model)
+    if matrix is None:
+        raw = np.asarray(embedder.embed(list(BACKGROUND)), dtype=np.float32)
+        matrix = raw / np.maximum(np.linalg.norm(raw, axis=1, keepdims=True), 1e-12)
+        with _background_lock:
+            _background[embedder.model] = matrix
+    q = np.asarray(vector, dtype=np.float32)
+    sims = np.sort(matrix @ (q / max(float(np.linalg.norm(q)), 1e-12)))[::-1]
+    return float(sims[: max(1, len(sims) // 4)].mean())
+
+
+def content_terms(text: str) -> frozenset[str]:
+    """The BM25 terms of `text` that can name a subject (no one-letter tokens, no fillers)."""
+    return frozenset(t for t in tokens(text) if len(t) > 1 and t not in _FILLERS)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the read path knows about a query besides each candidate's similarity."""
+
+    readable: bool = True  # similarity means something for this query
+    topic_ids: frozenset[str] = frozenset()  # memories of a topic the query asks about
+    keyword: Mapping[str, float] = field(default_factory=dict)  # BM25 0..1 by memory id
+    query_terms: frozenset[str] = frozenset()  # content_terms of the query
+
+
+def decide(candidates: list[tuple[MemoryRecord, float]], cfg: RecallConfig,
+           evidence: Evidence) -> list[tuple[MemoryRecord, float]]:
+    """The relevant candidates (see the module docstring), in their given order."""
+    kept: list[tuple[MemoryRecord, float, bool]] = []  # (record, similarity, by keyword)
+    for record, sim in candidates:
+        dense = evidence.readable and sim >= cfg.threshold
+        topic = record.id in evidence.topic_ids and (
+            not evidence.readable or sim >= cfg.intent_min_similarity)
+        words = (evidence.keyword.get(record.id, 0.0) >= cfg.keyword_min
+                 and bool(evidence.query_terms & content_terms(record.content)))
+        if dense or topic or words:
+            kept.append((record, sim, words))
+    if evidence.readable and kept:
+        best = max(sim for _, sim, _ in kept)
+        kept = [k for k in kept if k[2] or k[1] >= best - cfg.relative_margin]
+    return [(record, sim) for record, sim, _ in kept]
 
 
 def recency(record: MemoryRecord, now: datetime, half_lives: dict[str, float | None]) -> float:
@@ -21,15 +121,16 @@ def recency(record: MemoryRecord, now: datetime, half_lives: dict[str, float | N
 def rank(
     candidates: list[tuple[MemoryRecord, float]], cfg: RecallConfig, *, now: datetime,
     threshold: float, cap: int, intent_ids: frozenset[str] = frozenset(),
-    keyword: dict[str, float] | None = None,
+    keyword: Mapping[str, float] | None = None,
 ) -> list[SearchHit]:
     """Drop candidates below `threshold` similarity, score the rest, best `cap` first.
 
     score = (w_sim * similarity + w_imp * importance + w_rec * recency + w_intent * match)
     / (sum of weights), so it lies in -1..1 like the similarity. Memories in `intent_ids`
-    (the kind of memory the query asks about) pass the threshold and have match = 1.
+    (of a topic the query asks about) pass the threshold and have match = 1.
     `keyword`: BM25 scores (0..1) by memory id, weighted by w_lexical (the threshold still
-    applies to the similarity). Ties keep the store's order.
+    applies to the similarity). Ties keep the store's order. After `decide`, pass
+    threshold=-1: the decision is made.
     """
     keyword = keyword or {}
     w_lex = cfg.w_lexical if keyword else 0.0

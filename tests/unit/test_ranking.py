@@ -5,8 +5,10 @@ from datetime import timedelta
 import pytest
 
 from memray.config import RecallConfig
+from memray.core.intent import memory_topics, query_topics, slot_of
 from memray.core.prompt import prompt_section
-from memray.core.ranking import rank, recency
+from memray.core.ranking import Evidence, background, content_terms, decide, rank, recency
+from memray.embed.cache import CachedEmbedder
 from memray.models import MemoryRecord, MemoryType, utcnow
 
 
@@ -54,3 +56,64 @@ def test_prompt_section_marks_memories_as_possibly_stale_with_dates() -> None:
     text = prompt_section(hits)
     assert "may be out of date" in text
     assert text.splitlines()[-1] == f"- ({utcnow().date().isoformat()}) likes tea"
+
+
+# -- the relevance decision -------------------------------------------------------------
+def _decide(cands: list[tuple[MemoryRecord, float]], evidence: Evidence,
+            **knobs: float) -> list[str]:
+    cfg = RecallConfig(**{"threshold": 0.35, "intent_min_similarity": 0.0,
+                          "keyword_min": 0.5, "relative_margin": 0.2, **knobs})
+    return [r.content for r, _ in decide(cands, cfg, evidence)]
+
+
+def test_similarity_topic_or_keywords_make_a_memory_relevant() -> None:
+    cands = [(rec("close"), 0.6), (rec("topical"), 0.45), (rec("unrelated"), 0.2),
+             (rec("my dentist is Dr Lee"), 0.0), (rec("I like jazz"), 0.3)]
+    evidence = Evidence(topic_ids=frozenset({"topical"}),
+                        keyword={"my dentist is Dr Lee": 0.9, "I like jazz": 1.0},
+                        query_terms=content_terms("Is my dentist open on Friday? I'd like to go"))
+    # A keyword match stands even far below the best; "like" names no subject.
+    assert _decide(cands, evidence) == ["close", "topical", "my dentist is Dr Lee"]
+
+
+def test_the_floor_relative_to_the_best_drops_weak_topic_matches_but_never_the_best() -> None:
+    cands = [(rec("best"), 0.3), (rec("weak"), 0.05), (rec("none"), 0.2)]
+    evidence = Evidence(topic_ids=frozenset({"best", "weak"}))
+    assert _decide(cands, evidence) == ["best"]  # below the threshold, yet the best match
+    assert _decide(cands, evidence, relative_margin=0.3) == ["best", "weak"]
+    assert _decide(cands, evidence, intent_min_similarity=0.1, relative_margin=0.3) == ["best"]
+    assert _decide(cands, Evidence()) == []  # no evidence at all: nothing, not the best
+
+
+def test_similarity_is_no_evidence_for_a_query_the_model_cannot_read() -> None:
+    cands = [(rec("我老婆怀孕了"), 0.98), (rec("我不吃猪肉"), -0.2)]
+    unread = Evidence(readable=False, topic_ids=frozenset({"我不吃猪肉"}))
+    assert _decide(cands, unread) == ["我不吃猪肉"]  # and no floor on its similarity
+    assert _decide(cands, Evidence(topic_ids=frozenset({"我不吃猪肉"}))) == ["我老婆怀孕了"]
+
+
+def test_background_tells_the_queries_minilm_reads_from_those_it_does_not(
+        embedder: CachedEmbedder) -> None:
+    cfg = RecallConfig()
+    for query in ("what should I cook tonight?", "When am I free this week?"):
+        assert background(embedder, embedder.embed([query])[0]) < cfg.background_max
+    for query in ("晚饭做什么菜？", "给我讲个笑话", "我叫什么名字？"):
+        assert background(embedder, embedder.embed([query])[0]) >= cfg.background_max
+
+
+def test_topics_need_the_subject_not_just_the_slot_family() -> None:
+    def topics(text: str) -> frozenset[str]:
+        return memory_topics(slot_of(text), text)
+
+    assert "eat" in query_topics("晚饭做什么菜？") and "diet" in query_topics("晚饭做什么菜？")
+    assert "eat" in query_topics("What should I cook tonight?")
+    assert not topics("I like writing scripts in Python") & query_topics("晚饭做什么菜？")
+    assert {"eat", "diet"} <= topics("I am vegetarian and never eat pork")
+    assert "eat" in memory_topics("dislike:猪肉", "我不吃猪肉")
+    assert "sport" in topics("我喜欢钓鱼") and "eat" not in topics("我喜欢钓鱼")
+    assert not {"eat", "diet"} & topics("I'm allergic to penicillin")
+    assert "pets" in topics("I'm allergic to cats")
+    assert "schedule" in topics("I'm only free after 9 pm")
+    assert "schedule" in query_topics("When would suit a deep-work discussion?")
+    assert "place" in query_topics("Is it going to rain tomorrow?")
+    assert not query_topics("What's the capital of Canada?")
