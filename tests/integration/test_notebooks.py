@@ -11,7 +11,8 @@ import pytest
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).parents[2]
-LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
+# The LoCoMo development split ships with the tests (CC BY-NC 4.0: tests/data/locomo/).
+LOCOMO = ROOT / "tests" / "data" / "locomo" / "locomo_dev.json"
 
 
 @pytest.mark.parametrize("name", ["quickstart", "threshold_tuning"])
