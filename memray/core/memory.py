@@ -462,15 +462,15 @@ class Memory:
         self._follow_model()
         assert self._live is not None
         embedder, store, hot = self._live
-        self._current(uid, min_version, store)
+        version = self._current(uid, min_version, store)
         vector = embedder.embed([text])[0]
         recall = self.config.recall
-        search = self._searcher(store, events, uid, hot)
+        search = self._searcher(store, events, uid, hot, version)
         limit = max(recall.candidate_k, cap)
         keyword: dict[str, float] = {}
         found = None
         if recall.w_lexical and hot is not None:  # hybrid: dense + BM25 over the hot set
-            found = hot.hybrid(uid, events.version(uid), vector, text, limit, where,
+            found = hot.hybrid(uid, version, vector, text, limit, where,
                                self._loader(store, events, uid))
         if found is not None:
             candidates = [(r, sim) for r, sim, _ in found]
@@ -533,11 +533,12 @@ class Memory:
 
     @staticmethod
     def _searcher(store: VectorStore, events: EventLog, uid: str, hot: HotSet | None,
+                  version: int,
                   ) -> Callable[[Vector, int, Where], list[tuple[MemoryRecord, float]]]:
-        """The user's vector search: from the hot set when one is kept and current."""
+        """The user's vector search: from the hot set when one is kept at `version`
+        (the user's version read once for the whole search)."""
         if hot is None:
             return lambda vec, k, where: store.search(uid, vec, k, where)
-        version = events.version(uid)
         load = Memory._loader(store, events, uid)
 
         def search(vec: Vector, k: int, where: Where) -> list[tuple[MemoryRecord, float]]:
