@@ -78,10 +78,44 @@ class MemoryRecord(BaseModel):
     updated_at: datetime
     last_confirmed_at: datetime
     expires_at: datetime | None = None
+    occurred_at: datetime | None = Field(None, description="When it was said or happened "
+                                         "(the message's own `timestamp`), as distinct from "
+                                         "`created_at`, when memray stored it.")
+    reply_to: str = Field("", description="A verbatim memory's start of the turn it "
+                          "answers (redacted), kept so a bare reply ('yes, in Paris') "
+                          "is found by what it answers.")
     consent: int = Field(2, ge=0, le=2, description="0 keep nothing, 1 session, 2 persistent.")
     embedding_model: str
     content_hash: str
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def index_text(self) -> str:
+        """What is embedded and keyword-indexed for this memory."""
+        if self.type != MemoryType.MESSAGE:
+            return self.content  # an extracted fact stands on its own
+        return message_index_text(self.content, self.occurred_at, self.reply_to)
+
+
+def message_index_text(content: str, occurred_at: datetime | None, reply_to: str) -> str:
+    """A conversation turn as it is indexed: its date and the turn it answers around it,
+    so "when did ..." and questions about the other side of an exchange find it."""
+    text = content
+    if occurred_at is not None:
+        text = f"[{_day(occurred_at, content)}] {text}"
+    if reply_to:
+        text = f"{text} (replying to: {reply_to})"
+    return text
+
+
+def _day(at: datetime, content: str) -> str:
+    if any("\u4e00" <= ch <= "\u9fff" for ch in content[:200]):
+        return f"{at.year}年{at.month}月{at.day}日"
+    return f"{at.day} {_MONTHS[at.month - 1]} {at.year}"
+
+
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
+           "September", "October", "November", "December")
 
 
 class MemoryEvent(BaseModel):

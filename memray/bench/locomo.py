@@ -16,12 +16,14 @@ import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from memray.config import MemoryConfig
 from memray.core.memory import Memory
 from memray.embed.base import Embedder
+from memray.models import content_hash
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 Mode = Literal["turns", "observations"]
@@ -32,9 +34,9 @@ class LocomoArgs:
     data: str
     mode: Mode = "turns"
     ks: tuple[int, ...] = (5, 10, 20)
-    recall: dict[str, Any] = field(default_factory=dict)  # RecallConfig overrides
-    dates: bool = False  # prefix each turn with its session's date
-    context: int = 0  # characters of the previous turn stored with each turn
+    config: dict[str, Any] = field(default_factory=dict)  # MemoryConfig overrides
+    times: bool = True  # pass each session's date as the messages' timestamp
+    conversations: tuple[str, ...] = ()  # only these sample ids (default: all)
 
 
 @dataclass
@@ -44,15 +46,19 @@ class Scores:
     n: int = 0
     recall: dict[int, float] = field(default_factory=lambda: defaultdict(float))
     all_found: dict[int, float] = field(default_factory=lambda: defaultdict(float))
+    session: dict[int, float] = field(default_factory=lambda: defaultdict(float))
     rr: float = 0.0
 
     def add(self, hits: list[tuple[str, ...]], evidence: set[str], ks: Iterable[int]) -> None:
         """`hits`: the dia ids each recalled memory cites, best first."""
         self.n += 1
+        sessions = {_session(d) for d in evidence}
         for k in ks:
             found = evidence & {d for ids in hits[:k] for d in ids}
             self.recall[k] += len(found) / len(evidence)
             self.all_found[k] += float(found == evidence)
+            self.session[k] += float(bool(sessions & {_session(d) for ids in hits[:k]
+                                                      for d in ids}))
         rank = next((i for i, ids in enumerate(hits, 1) if evidence & set(ids)), None)
         self.rr += 1 / rank if rank else 0.0
 
@@ -62,35 +68,51 @@ class Scores:
         for k in ks:
             out[f"recall@{k}"] = round(self.recall[k] / n, 4)
             out[f"all@{k}"] = round(self.all_found[k] / n, 4)
+        for k in ks:
+            out[f"session@{k}"] = round(self.session[k] / n, 4)
         out["mrr"] = round(self.rr / n, 4)
         return out
 
 
-def memories(conv: dict[str, Any], mode: Mode, dates: bool = False,
-             context: int = 0) -> list[tuple[tuple[str, ...], str]]:
-    """(dia_ids, text) pairs to store for one conversation; `dates` prefixes each turn
-    with its session's date ("[8 May, 2023] ..."); `context` > 0 appends that many
-    characters of the turn it answers ("(replying to Mel: ...)")."""
+def _session(dia_id: str) -> str:
+    """'D3:5' -> 'D3': the session a turn belongs to."""
+    return dia_id.split(":", maxsplit=1)[0]
+
+
+Session = tuple[str, datetime | None, list[tuple[tuple[str, ...], str]]]
+
+
+def sessions(conv: dict[str, Any], mode: Mode) -> list[Session]:
+    """(session key, its time, [(dia_ids, text)]) per session of one conversation, in order.
+    Turns are "Speaker: text" (with the caption of a shared photo); observations are the
+    dataset's LLM-written facts, one pseudo-session without a time."""
     if mode == "observations":
-        return [(_ids(dia), fact) for session in conv["observation"].values()
-                for facts in session.values() for fact, dia in facts]
+        return [("observations", None, [(_ids(dia), fact) for session in
+                                         conv["observation"].values()
+                                         for facts in session.values() for fact, dia in facts])]
     c = conv["conversation"]
-    out: list[tuple[tuple[str, ...], str]] = []
+    out: list[Session] = []
     for key in sorted((k for k in c if re.fullmatch(r"session_\d+", k)),
                       key=lambda k: int(k.split("_")[1])):
-        when = str(c.get(f"{key}_date_time", "")).split(" on ")[-1]
-        previous = None
+        items: list[tuple[tuple[str, ...], str]] = []
         for turn in c[key]:
             text = f"{turn['speaker']}: {turn['text']}"
-            if dates and when:
-                text = f"[{when}] {text}"
-            if context and previous is not None:
-                text += f" (replying to {previous['speaker']}: {previous['text'][:context]})"
-            previous = turn
             if turn.get("blip_caption"):
                 text += f" [shares a photo: {turn['blip_caption']}]"
-            out.append(((turn["dia_id"],), text))
+            items.append(((str(turn["dia_id"]),), text))
+        out.append((key, session_time(str(c.get(f"{key}_date_time", ""))), items))
     return out
+
+
+def session_time(value: str) -> datetime | None:
+    """LoCoMo's '1:56 pm on 8 May, 2023' (or a bare '8 May 2023') as a UTC datetime."""
+    text = " ".join(value.replace(",", " ").split())
+    for fmt in ("%I:%M %p on %d %B %Y", "%d %B %Y", "%Y-%m-%d"):
+        try:
+            return datetime.strptime(text, fmt).replace(tzinfo=UTC)
+        except ValueError:
+            continue
+    return None
 
 
 def _ids(value: str | list[str]) -> tuple[str, ...]:
@@ -107,22 +129,21 @@ def evidence_ids(qa: dict[str, Any]) -> set[str]:
 
 def run(args: LocomoArgs, *, embedder: Embedder | None = None,
         progress: Callable[[str], None] = print) -> dict[str, Any]:
+    """Scores per category, and per "conversation/category" (`per_conversation`, for
+    cross-validation)."""
     conversations = json.loads(Path(args.data).read_text(encoding="utf-8"))
+    if args.conversations:
+        conversations = [c for c in conversations if c["sample_id"] in args.conversations]
     per_cat: dict[str, Scores] = defaultdict(Scores)
+    per_conv: dict[str, Scores] = defaultdict(Scores)
     with tempfile.TemporaryDirectory(prefix="memray-locomo-") as tmp:
         cfg = MemoryConfig.model_validate({"data_dir": tmp, "max_messages": 5000,
-                                           "recall": args.recall})
+                                           **args.config})
         with Memory(cfg, embedder=embedder) as m:
             for conv in conversations:
                 user = conv["sample_id"]
-                items = memories(conv, args.mode, dates=args.dates, context=args.context)
-                for i in range(0, len(items), 500):
-                    chunk = items[i:i + 500]
-                    m.add([{"role": "user", "content": text} for _, text in chunk],
-                          user_id=user, infer=False)
-                by_text: dict[str, tuple[str, ...]] = defaultdict(tuple)
-                for ids, text in items:
-                    by_text[text.strip()] += ids
+                cites = _store(m, user, sessions(conv, args.mode), args.times,
+                               by_speaker=args.mode == "turns")
                 questions = [q for q in conv["qa"] if q.get("category") in CATEGORIES]
                 for qa in questions:
                     evidence = evidence_ids(qa)
@@ -130,12 +151,38 @@ def run(args: LocomoArgs, *, embedder: Embedder | None = None,
                         continue
                     hits = m.search(str(qa["question"]), user_id=user, top_k=max(args.ks),
                                     threshold=-1.0)
-                    cited = [by_text.get(h.memory.content, ()) for h in hits]
+                    cited = [cites.get(h.memory.content_hash, ()) for h in hits]
                     for name in (CATEGORIES[qa["category"]], "overall"):
                         per_cat[name].add(cited, evidence, args.ks)
-                progress(f"{user}: {len(items)} memories, {len(questions)} questions")
+                        per_conv[f"{user}/{name}"].add(cited, evidence, args.ks)
+                progress(f"{user}: {sum(len(v) for v in cites.values())} turns, "
+                         f"{len(questions)} questions")
     return {"mode": args.mode, "conversations": len(conversations),
-            "results": {name: s.summary(args.ks) for name, s in sorted(per_cat.items())}}
+            "results": {name: s.summary(args.ks) for name, s in sorted(per_cat.items())},
+            "per_conversation": {u: s.summary(args.ks) for u, s in sorted(per_conv.items())}}
+
+
+def _store(m: Memory, user: str, convo: list[Session], times: bool,
+           by_speaker: bool = True) -> dict[str, tuple[str, ...]]:
+    """Each session through the public `add`, once per speaker: that speaker's turns as
+    the user's, the other's as the other party's, so each turn is kept with the turn it
+    answers and the session's time; content hash -> the dia ids."""
+    cites: dict[str, tuple[str, ...]] = defaultdict(tuple)
+    for key, when, items in convo:
+        speakers = dict.fromkeys(_speaker(text) for _, text in items) if by_speaker else {}
+        for speaker in speakers or [None]:
+            for i in range(0, len(items), 500):
+                chunk = items[i:i + 500]
+                m.add([{"role": "user" if speaker in (None, _speaker(text)) else "assistant",
+                        "content": text} for _, text in chunk], user_id=user,
+                      session_id=key, infer=False, timestamp=when if times else None)
+        for ids, text in items:
+            cites[content_hash(text.strip())] += ids
+    return cites
+
+
+def _speaker(text: str) -> str:
+    return text.split(":", maxsplit=1)[0]
 
 
 def table(result: dict[str, Any]) -> str:

@@ -43,7 +43,7 @@ class _Entry:
     def keyword_scores(self, query: str) -> np.ndarray:
         """BM25 of every row for `query`, scaled so the best row is 1 (all 0: no match)."""
         if self._lexical is None:
-            self._lexical = BM25([r.content for r in self.records])
+            self._lexical = BM25([r.index_text for r in self.records])
         raw = self._lexical.scores(query)
         top = float(raw.max()) if len(raw) else 0.0
         return raw / top if top > 0 else raw

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -146,4 +147,23 @@ def rank(
                  + cfg.w_recency * rec + cfg.w_intent * match + w_lex * lex) / total
         hits.append(SearchHit(memory=record, score=round(score, 6), similarity=round(sim, 6)))
     hits.sort(key=lambda h: h.score, reverse=True)
-    return hits[:cap]
+    return spread(hits, cfg.session_spread, cap)
+
+
+def spread(hits: list[SearchHit], penalty: float, cap: int) -> list[SearchHit]:
+    """The best `cap`, picked greedily with `penalty` off a memory's score per result
+    already picked from its session, so one session cannot fill the answer to a question
+    that spans several. Memories without a session are never penalised."""
+    if penalty <= 0 or len(hits) <= 1:
+        return hits[:cap]
+    picked: list[SearchHit] = []
+    per_session: Counter[str] = Counter()
+    pool = list(hits)
+    while pool and len(picked) < cap:
+        best = max(range(len(pool)), key=lambda i: pool[i].score - penalty * per_session[
+            pool[i].memory.session_id or ""] * bool(pool[i].memory.session_id))
+        hit = pool.pop(best)
+        picked.append(hit)
+        if hit.memory.session_id:
+            per_session[hit.memory.session_id] += 1
+    return picked

@@ -56,6 +56,12 @@ def _opposite(slot: str | None) -> str | None:
     return None
 
 
+def about(record: MemoryRecord) -> str:
+    """What a forget is matched against: a verbatim answer is also about what it answers
+    ("forget my diagnosis" reaches "Fine, thanks" said to "How is the diagnosis?")."""
+    return f"{record.reply_to} {record.content}" if record.reply_to else record.content
+
+
 def forgotten(slot: str | None, content: str, forget: Forget) -> bool:
     """Whether a memory matches a forget. A memory stored without a slot (verbatim) is
     classified from its content, so "forget my working hours" reaches it too; a topic
@@ -110,6 +116,7 @@ class Scope:
     agent_id: str | None
     metadata: dict[str, object]
     consent: int
+    occurred_at: datetime | None = None  # the round's own time, when its messages carry one
 
 
 class Resolver:
@@ -164,7 +171,7 @@ class Resolver:
 
     @staticmethod
     def _forgotten(record: MemoryRecord, forget: Forget) -> bool:
-        return forgotten(record.slot, record.content, forget)
+        return forgotten(record.slot, about(record), forget)
 
     # -- facts -------------------------------------------------------------------
     def _related(self, uid: str, fact: Fact, vec: Vector, plan: Plan,
@@ -288,7 +295,7 @@ class Resolver:
     def _existing_vector(self, rec: MemoryRecord, plan: Plan) -> Vector:
         if rec.id in plan.rows:
             return plan.rows[rec.id].vector
-        vec: Vector = self._embedder.embed([rec.content])[0]
+        vec: Vector = self._embedder.embed([rec.index_text])[0]
         return vec
 
     def _supersede(self, uid: str, rec: MemoryRecord, plan: Plan, now: datetime) -> None:
@@ -325,4 +332,4 @@ class Resolver:
             created_at=now, updated_at=now, last_confirmed_at=now,
             expires_at=policies.expires_at(fact.type, status, now), consent=scope.consent,
             embedding_model=self._embedder.model, content_hash=content_hash(fact.content),
-            metadata=dict(scope.metadata))
+            metadata=dict(scope.metadata), occurred_at=scope.occurred_at)

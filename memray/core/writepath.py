@@ -20,7 +20,7 @@ from memray.core import policies
 from memray.core.applier import Applier
 from memray.core.ids import new_id
 from memray.core.messages import Message
-from memray.core.resolve import LIVE_STATUSES, Plan, Resolver, Scope, forgotten
+from memray.core.resolve import LIVE_STATUSES, Plan, Resolver, Scope, about, forgotten
 from memray.core.session import SessionMemory
 from memray.core.versions import SeenVersions
 from memray.extract.base import Extractor, Forget, Turn
@@ -30,7 +30,7 @@ from memray.store.events import EventLog
 
 
 def _matches(forget: Forget, record: MemoryRecord) -> bool:
-    return forgotten(record.slot, record.content, forget)
+    return forgotten(record.slot, about(record), forget)
 
 
 class WritePath:

@@ -18,7 +18,8 @@ from memray.core.ids import stable_id
 from memray.core.policies import redact
 from memray.extract.base import Extraction, Extractor, Fact, Forget, Turn
 from memray.ingest.logs import LogTurn
-from memray.models import MemorySource, MemoryType
+from memray.models import MemorySource, MemoryType, message_index_text
+from memray.store.rows import at_ms
 
 Unit = dict[str, Any]
 
@@ -65,7 +66,7 @@ def forget_from_json(d: dict[str, Any]) -> Forget:
 
 
 def build_unit(turns: Iterable[LogTurn], *, infer: bool, extractor: Extractor | None,
-               done: frozenset[str]) -> Unit | None:
+               done: frozenset[str], reply_chars: int = 300) -> Unit | None:
     """One user's unit from their turns; None when every session is already imported."""
     by_session: dict[str, list[LogTurn]] = defaultdict(list)
     for t in turns:
@@ -87,11 +88,25 @@ def build_unit(turns: Iterable[LogTurn], *, infer: bool, extractor: Extractor | 
         unit["rounds"] = sorted((_extract(r, extractor) for ts in todo for r in _rounds(ts)),
                                 key=lambda r: (r["ts_ms"], r["session_id"]))
     else:
-        unit["items"] = [{"id": stable_id(t.ts_ms, user_id, t.session_id, t.turn_id),
-                          "text": redact(t.content.strip()), "session_id": t.session_id,
-                          "turn_id": t.turn_id, "ts_ms": t.ts_ms}
-                         for ts in todo for t in ts if t.role == "user" and t.content.strip()]
+        unit["items"] = [item for ts in todo for item in _items(user_id, ts, reply_chars)]
     return unit
+
+
+def _items(user_id: str, turns: list[LogTurn], reply_chars: int) -> list[dict[str, Any]]:
+    """A session's user turns as verbatim memories, each with the turn it answers when
+    that is another party's (as `Memory.add` does: core/messages.py)."""
+    out, previous = [], ""
+    for t in turns:
+        text = redact(t.content.strip())
+        if not text:
+            continue
+        if t.role == "user":
+            reply = " ".join(previous.split())[:reply_chars] if reply_chars else ""
+            out.append({"id": stable_id(t.ts_ms, user_id, t.session_id, t.turn_id),
+                        "text": text, "session_id": t.session_id, "turn_id": t.turn_id,
+                        "ts_ms": t.ts_ms, "reply_to": reply})
+        previous = "" if t.role == "user" else text
+    return out
 
 
 def _extract(turns: list[LogTurn], extractor: Extractor) -> dict[str, Any]:
@@ -107,5 +122,6 @@ def _extract(turns: list[LogTurn], extractor: Extractor) -> dict[str, Any]:
 def unit_texts(unit: Unit) -> list[str]:
     """The texts to embed for a unit, in the order the writer expects the vectors."""
     if "items" in unit:
-        return [i["text"] for i in unit["items"]]
+        return [message_index_text(i["text"], at_ms(int(i["ts_ms"])), i.get("reply_to", ""))
+                for i in unit["items"]]
     return [f["content"] for r in unit["rounds"] for f in r["facts"]]

@@ -115,7 +115,7 @@ class BackfillWriter:
             facts = [fact_from_json(f) for f in r["facts"]]
             kept = [f for f in facts if not _covered(tombs, f.content, f.slot, r["ts_ms"])]
             self.counts["facts_tombstoned"] += len(facts) - len(kept)
-            scope = Scope(uid, r["session_id"] or None, None, {}, 2)
+            scope = Scope(uid, r["session_id"] or None, None, {}, 2, _at(r["ts_ms"]))
             forgets = [forget_from_json(g) for g in r["forgets"]]
             self._resolver.plan(scope, Extraction(kept, forgets), _at(r["ts_ms"]), into=plan)
         for e in plan.events:
@@ -180,4 +180,5 @@ class BackfillWriter:
             type=MemoryType.MESSAGE, content=text, source=MemorySource.IMPORTED,
             source_turn_ids=(f"{item['session_id']}:{item['turn_id']}",),
             source_excerpt=text[:200], created_at=at, updated_at=at, last_confirmed_at=at,
-            embedding_model=model, content_hash=h)
+            embedding_model=model, content_hash=h, occurred_at=at,
+            reply_to=str(item.get("reply_to", "")))

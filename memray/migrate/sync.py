@@ -48,7 +48,7 @@ class Syncer:
         """Re-embed here (the catch-up: few records)."""
         copy, gone = self.plan_user(uid)
         if copy:
-            self.write(copy, self.embedder.embed([r.content for r in copy]))
+            self.write(copy, self.embedder.embed([r.index_text for r in copy]))
         if gone:
             self.target.delete(uid, gone)
         counts["caught_up_copied"] += len(copy)
@@ -71,7 +71,7 @@ def recall_agreement(source: VectorStore, source_embedder: Embedder, target: Vec
     of the two models agree; information, not a gate)."""
     if not sample:
         return 1.0, 1.0
-    texts = [r.content for r in sample]
+    texts = [r.index_text for r in sample]
     old_q, new_q = source_embedder.embed(texts), target_embedder.embed(texts)
     hits = overlap = 0.0
     for r, oq, nq in zip(sample, old_q, new_q, strict=True):

@@ -51,6 +51,8 @@ def to_row(record: MemoryRecord) -> dict[str, Any]:
             "source_excerpt": record.source_excerpt,
             "consent": record.consent,
             "metadata": record.metadata,
+            **({"occurred_at": to_ms(record.occurred_at)} if record.occurred_at else {}),
+            **({"reply_to": record.reply_to} if record.reply_to else {}),
         },
     }
 
@@ -79,4 +81,6 @@ def from_row(row: dict[str, Any]) -> MemoryRecord:
         source_excerpt=payload.get("source_excerpt", ""),
         consent=payload.get("consent", 2),
         metadata=payload.get("metadata", {}),
+        occurred_at=from_ms(payload.get("occurred_at", 0)),
+        reply_to=payload.get("reply_to", ""),
     )

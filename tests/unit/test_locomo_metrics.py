@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
-from memray.bench.locomo import Scores, evidence_ids, memories
+from memray.bench.locomo import Scores, evidence_ids, session_time, sessions
 
 
 def test_recall_all_and_mrr_by_hand() -> None:
@@ -24,8 +26,26 @@ def test_dataset_shapes() -> None:
     conv = {"conversation": {"session_2": [{"speaker": "A", "dia_id": "D2:1", "text": "b"}],
                              "session_1": [{"speaker": "B", "dia_id": "D1:1", "text": "a",
                                             "blip_caption": "a cat"}],
-                             "session_1_date_time": "x"},
+                             "session_1_date_time": "1:56 pm on 8 May, 2023"},
             "observation": {"session_1_observation": {"B": [["B has a cat", ["D1:1"]]]}}}
-    assert memories(conv, "turns") == [(("D1:1",), "B: a [shares a photo: a cat]"),
-                                       (("D2:1",), "A: b")]
-    assert memories(conv, "observations") == [(("D1:1",), "B has a cat")]
+    assert sessions(conv, "turns") == [
+        ("session_1", datetime(2023, 5, 8, 13, 56, tzinfo=UTC),
+         [(("D1:1",), "B: a [shares a photo: a cat]")]),
+        ("session_2", None, [(("D2:1",), "A: b")])]
+    assert sessions(conv, "observations") == [("observations", None,
+                                                [(("D1:1",), "B has a cat")])]
+
+
+def test_session_times() -> None:
+    assert session_time("1 May 2023") == datetime(2023, 5, 1, tzinfo=UTC)
+    assert session_time("10:04 am on 19 January, 2024") == datetime(2024, 1, 19, 10, 4,
+                                                                    tzinfo=UTC)
+    assert session_time("someday") is None
+
+
+def test_session_level_recall() -> None:
+    s = Scores()
+    s.add([("D1:1",), ("D2:7",)], {"D2:1", "D3:1"}, (1, 2))  # D2 is an evidence session
+    out = s.summary((1, 2))
+    assert out["session@1"] == 0.0 and out["session@2"] == 1.0
+    assert out["recall@2"] == 0.0

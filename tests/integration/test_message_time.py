@@ -1,0 +1,96 @@
+"""Messages with their own time and the turn they answer, through `Memory` and REST."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from test_api_http import ALICE, Served, auth
+
+from memray import Memory, MemoryConfig
+from memray.embed.cache import CachedEmbedder
+from memray.models import MemoryType
+
+MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+
+
+def test_verbatim_turns_keep_time_and_reply_across_restart(tmp_path: Path,
+                                                           embedder: CachedEmbedder) -> None:
+    cfg = MemoryConfig(data_dir=str(tmp_path / "d"))
+    convo = [{"role": "assistant", "content": "Which city did you move to? Mail me at a@b.io"},
+             {"role": "user", "content": "Lisbon, two weeks ago"},
+             {"role": "user", "content": "我养了一只猫", "timestamp": "2024-02-01T08:00:00+08:00"}]
+    with Memory(cfg, embedder=embedder) as m:
+        result = m.add(convo, user_id="ann", session_id="s1", infer=False, timestamp=MAY_8)
+        lisbon, cat = result.memories
+        assert lisbon.occurred_at == MAY_8 and lisbon.created_at > MAY_8
+        assert lisbon.reply_to.startswith("Which city did you move to?")
+        assert "a@b.io" not in lisbon.reply_to  # what is kept of the other turn is redacted
+        assert cat.occurred_at == datetime(2024, 2, 1, 0, 0, tzinfo=UTC)
+        assert cat.reply_to == ""  # the user's own turns are never copied beside another
+        # the answer is found by what it answers, not only by its own words
+        m.add("Lisbon, two weeks ago", user_id="solo", infer=False)
+        query = "which city did Ann move to"
+        (top, _) = m.search(query, user_id="ann", threshold=-1)
+        (alone,) = m.search(query, user_id="solo", threshold=-1)
+        assert top.memory.id == lisbon.id and top.similarity > alone.similarity + 0.05
+    with Memory(cfg, embedder=embedder) as again:  # both fields survive a restart
+        got = again.get(lisbon.id, user_id="ann")
+        assert got.occurred_at == MAY_8 and got.reply_to == lisbon.reply_to
+        assert got.model_dump() == lisbon.model_dump()
+
+
+def test_reply_context_can_be_turned_off(tmp_path: Path, embedder: CachedEmbedder) -> None:
+    cfg = MemoryConfig.model_validate({"data_dir": str(tmp_path / "d"),
+                                       "write": {"reply_context_chars": 0}})
+    with Memory(cfg, embedder=embedder) as m:
+        (rec,) = m.add([{"role": "assistant", "content": "Which city?"},
+                        {"role": "user", "content": "Lisbon"}], user_id="ann",
+                       infer=False).memories
+        assert rec.reply_to == "" and rec.occurred_at is None
+
+
+def test_extracted_facts_keep_the_rounds_time(tmp_path: Path,
+                                              embedder: CachedEmbedder) -> None:
+    with Memory(MemoryConfig(data_dir=str(tmp_path / "d")), embedder=embedder) as m:
+        facts = m.add([{"role": "user", "content": "I'm allergic to peanuts",
+                        "timestamp": "2023-05-08T13:56:00Z"},
+                       {"role": "assistant", "content": "Noted."}], user_id="bo").memories
+        assert facts and all(f.type != MemoryType.MESSAGE for f in facts)
+        assert {f.occurred_at for f in facts} == {MAY_8}
+        assert all(f.reply_to == "" for f in facts)
+
+
+def test_rest_add_with_times(tmp_path: Path, embedder: CachedEmbedder) -> None:
+    with Memory(MemoryConfig(data_dir=str(tmp_path / "d")), embedder=embedder) as m, \
+            Served(m) as http:
+        body = {"user_id": "alice", "infer": False, "timestamp": "2023-05-08T13:56:00Z",
+                "messages": [{"role": "assistant", "content": "Favourite tea?", "name": "bot"},
+                             {"role": "user", "content": "Oolong"}]}
+        r = http.post("/v1/memories", json=body, headers=auth(ALICE))
+        assert r.status_code == 200, r.text
+        (event,) = r.json()["events"]
+        assert event["memory"]["occurred_at"].startswith("2023-05-08T13:56")
+        assert event["memory"]["reply_to"] == "bot: Favourite tea?"
+        bad = {**body, "timestamp": "last tuesday"}
+        r = http.post("/v1/memories", json=bad, headers=auth(ALICE))
+        assert r.status_code == 422 and r.json()["error"]
+        naive = {**body, "timestamp": "2023-05-08T13:56:00"}  # no zone: refused, not guessed
+        assert http.post("/v1/memories", json=naive, headers=auth(ALICE)).status_code == 422
+
+
+def test_deleting_a_turn_leaves_no_copy_and_forget_reaches_answers(
+        tmp_path: Path, embedder: CachedEmbedder) -> None:
+    with Memory(MemoryConfig(data_dir=str(tmp_path / "d")), embedder=embedder) as m:
+        first, second = m.add([{"role": "user", "content": "I work nine to six"},
+                               {"role": "user", "content": "I like jazz"}],
+                              user_id="cy", infer=False).memories
+        m.delete(first.id, user_id="cy")
+        assert "nine" not in str(m.export(user_id="cy"))
+        (answer,) = m.add([{"role": "assistant", "content": "How is the diabetes treatment?"},
+                           {"role": "user", "content": "Fine, thanks"}],
+                          user_id="cy", infer=False).memories
+        m.add([{"role": "user", "content": "Forget everything about my diabetes"},
+               {"role": "assistant", "content": "Done."}], user_id="cy")
+        left = {r.id for r in m.get_all(user_id="cy").items}
+        assert answer.id not in left and second.id in left
