@@ -1,4 +1,10 @@
-"""The `memray` command: `memray demo`, `memray version`."""
+"""memray: long-term memory for AI agents.
+
+`memray demo` runs two sessions of one user on the embedded default; `memray api` and
+`memray serve` serve the REST API (and MCP at /mcp); `memray mcp` serves MCP on stdio;
+`memray jobs NAME` runs a Ray Data batch job; `memray doctor` checks a store against its
+log; `memray bench NAME` measures; `memray keys new` makes an API key.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ import yaml
 from memray import __version__
 from memray.config import MemoryConfig
 from memray.core.memory import Memory
+from memray.core.policies import pii_kinds
 
 SESSION_1 = [
     [{"role": "user", "content": "Hi! My name is Lin. I live in Shanghai."},
@@ -60,6 +67,9 @@ def demo(data_dir: str, user_id: str) -> int:
                 print(f"    {e.op:<6} {rec.type.value:<10} {rec.content}{status}")
             if not result.events:
                 print("    (nothing worth keeping)")
+            kinds = pii_kinds(round_[0]["content"])
+            if kinds:
+                print(f"    (personal data not kept: {', '.join(kinds)})")
     print("\n== session 2: a new Memory instance on the same data dir (a restart) ==")
     with Memory(cfg) as m:
         for query in SESSION_2_QUERIES:
@@ -87,20 +97,32 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="memray", description=__doc__)
+    parser = argparse.ArgumentParser(prog="memray", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("version", help="print the version")
     sv = sub.add_parser("serve", help="run the Ray Serve app (`serve run CONFIG`)")
-    sv.add_argument("--config", default="serve_configs/local.yaml")
+    sv.add_argument("--config", default=None, help="a Ray Serve config YAML (default: "
+                    "serve_configs/local.yaml if it exists here, else the copy shipped in "
+                    "the package: CPU, milvus-lite under ./memray_data/serve, port 8000)")
     _api_parser(sub)
+    _mcp_parser(sub)
+    _doctor_parser(sub)
     keys = sub.add_parser("keys", help="API keys").add_subparsers(dest="keys", required=True)
     kn = keys.add_parser("new", help="print a new key and its keys-file entry")
-    kn.add_argument("--name", required=True)
-    kn.add_argument("--user", action="append", default=[], help="an exact user id (repeat)")
-    kn.add_argument("--user-prefix", default=None)
-    kn.add_argument("--admin", action="store_true")
+    kn.add_argument("--name", required=True, help="a label for the key (logs, audit)")
+    kn.add_argument("--user", action="append", default=[], help="an exact user id the key "
+                    "may act for (repeat)")
+    kn.add_argument("--user-prefix", default=None, help="the key may act for every user id "
+                    "with this prefix")
+    kn.add_argument("--admin", action="store_true", help="the key may act for every user")
     sub.add_parser("jobs", help="batch jobs on Ray Data: `memray jobs backfill|maintenance|"
-                   "migrate --help`")
+                   "migrate --help`", description="Batch jobs on Ray Data:\n"
+                   "  backfill     import conversation logs (JSONL/Parquet) as memories\n"
+                   "  maintenance  nightly: expire, retire, decay, merge; refresh profiles\n"
+                   "  migrate      re-embed into a new model's collection, then switch\n"
+                   "Run `memray jobs NAME --help` for a job's options.",
+                   formatter_class=argparse.RawDescriptionHelpFormatter)
     bench = sub.add_parser("bench", help="benchmarks").add_subparsers(dest="bench",
                                                                        required=True)
     r = bench.add_parser("recall", help="in-process recall latency (lite or a server)")
@@ -118,12 +140,14 @@ def _parser() -> argparse.ArgumentParser:
     lo.add_argument("--data", required=True, help="a LoCoMo JSON file")
     lo.add_argument("--mode", choices=["turns", "observations"], default="turns")
     lo.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    lo.add_argument("--dates", action="store_true",
-                    help="store each turn with its session's date: '[8 May, 2023] ...'")
-    lo.add_argument("--context", type=int, default=0, help="store each turn with this many "
-                    "characters of the turn it replies to")
+    lo.add_argument("--no-times", action="store_true", help="ablation: add turns without "
+                    "their session's time (default: each session's date is the timestamp)")
+    lo.add_argument("--reply-chars", type=int, default=None, help="write.reply_context_chars "
+                    "(characters of the answered turn kept with each turn); default: config")
     lo.add_argument("--w-lexical", type=float, default=None,
                     help="recall.w_lexical (keyword weight); default: the config default")
+    lo.add_argument("--cv", action="store_true", help="4-fold cross-validation over the "
+                    "conversations: tune a small grid on the others, report each held out")
     ig = bench.add_parser("ingest", help="backfill --infer false throughput vs the raw "
                           "embedder on the same texts")
     ig.add_argument("--users", type=int, default=200)
@@ -141,7 +165,22 @@ def _parser() -> argparse.ArgumentParser:
     m0.add_argument("--per-user", type=int, default=50)
     m0.add_argument("--queries", type=int, default=200)
     _bench_serve_parser(bench)
+    _bench_embed_parser(bench)
     return parser
+
+
+def _bench_embed_parser(bench: Any) -> None:
+    b = bench.add_parser("embed", help="embedding runtimes side by side (torch, ONNX Runtime "
+                         "float and int8): query latency, throughput, LoCoMo recall")
+    b.add_argument("--model", default="all-MiniLM-L6-v2")
+    b.add_argument("--runtimes", default="torch,onnx,onnx-int8",
+                   help="comma-separated: torch, onnx, onnx-int8 (torch first: the reference)")
+    b.add_argument("--threads", type=int, default=None,
+                   help="intra-op threads for every runtime (default: the CPU count)")
+    b.add_argument("--queries", type=int, default=200, help="single queries timed")
+    b.add_argument("--texts", type=int, default=512, help="texts per batch size")
+    b.add_argument("--no-recall", action="store_true", help="skip the LoCoMo recall run")
+    b.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
 def _bench_serve_parser(bench: Any) -> None:
@@ -168,8 +207,9 @@ def _bench_serve_parser(bench: Any) -> None:
 
 def _api_parser(sub: Any) -> None:
     d = sub.add_parser("demo", help="two sessions of one user on the embedded default")
-    d.add_argument("--data-dir", default="memray_data/demo")
-    d.add_argument("--user-id", default="demo-user")
+    d.add_argument("--data-dir", default="memray_data/demo", help="where the demo keeps its "
+                   "store (default memray_data/demo; the demo resets its user there)")
+    d.add_argument("--user-id", default="demo-user", help="default demo-user")
     ap = sub.add_parser("api", help="one REST API replica under plain uvicorn (no Ray); "
                         "replicas share state through MEMRAY_MILVUS_URI + MEMRAY_POSTGRES_DSN")
     ap.add_argument("--keys", required=True, help="keys file (see `memray keys new`)")
@@ -188,10 +228,9 @@ def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
     if args.command == "version":
         print(__version__)
         return 0
-    if args.command == "bench" and args.bench == "locomo":
-        return bench_locomo(args)
-    if args.command == "bench" and args.bench == "serve":
-        return bench_serve(args)
+    benches = {"locomo": bench_locomo, "serve": bench_serve, "embed": bench_embed}
+    if args.command == "bench" and args.bench in benches:
+        return benches[args.bench](args)
     if args.command == "bench" and args.bench in ("ingest", "migrate"):
         from memray.bench import jobs as jobs_bench
 
@@ -210,12 +249,24 @@ def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
     if args.command == "bench":
         return bench_recall(args)
     if args.command == "serve":
-        return serve(args.config)
+        return serve(args.config or default_serve_config())
     if args.command == "keys":
         return new_key(args)
     if args.command == "api":
         return api(args)
+    if args.command == "mcp":
+        return mcp(args)
+    if args.command == "doctor":
+        return doctor(args)
     return demo(args.data_dir, args.user_id)
+
+
+def default_serve_config() -> str:
+    """serve_configs/local.yaml of a checkout when run from one, else the packaged copy."""
+    here = Path("serve_configs/local.yaml")
+    if here.is_file():
+        return str(here)
+    return str(Path(__file__).with_name("serve") / "configs" / "local.yaml")
 
 
 def serve(config: str) -> int:
@@ -233,6 +284,54 @@ def serve(config: str) -> int:
     os.execve(exe, [str(exe), "run", config], env)
 
 
+def _mcp_parser(sub: Any) -> None:
+    mc = sub.add_parser("mcp", help="an MCP server on stdio (tools add_memory, "
+                        "search_memories, ...) for Claude Desktop, IDEs and agent frameworks")
+    mc.add_argument("--config", default=None, help="a MemoryConfig YAML; default: defaults")
+    mc.add_argument("--data-dir", default=None, help="overrides the config's data_dir")
+
+
+def mcp(args: argparse.Namespace) -> int:
+    """Serve the MCP tools on stdin/stdout until the client closes them. The local
+    operator may act for any user; stdout carries only the protocol."""
+    from memray.mcp import build_server
+
+    config = MemoryConfig.load(args.config) if args.config else MemoryConfig()
+    if args.data_dir:
+        config = config.model_copy(update={"data_dir": args.data_dir})
+    with Memory(config) as memory:
+        build_server(memory).run("stdio")
+    return 0
+
+
+def _doctor_parser(sub: Any) -> None:
+    dr = sub.add_parser("doctor", help="check that the vector store agrees with the event "
+                        "log (JSON on stdout, a summary on stderr; exit 1 if problems are left)")
+    dr.add_argument("--user", default=None, help="one user id; default: every user")
+    dr.add_argument("--repair", action="store_true", help="fix what is safe through the "
+                    "write path (re-write missing rows, delete orphans, expire what expired)")
+    dr.add_argument("--candidate-days", type=int, default=30, help="candidates unconfirmed "
+                    "this many days are overdue (default 30, as the nightly job)")
+    dr.add_argument("--config", default=None, help="a MemoryConfig YAML; default: defaults")
+    dr.add_argument("--data-dir", default=None, help="overrides the config's data_dir (an "
+                    "embedded store belongs to one process: stop `memray api` first, or "
+                    "use GET /v1/users/{id}/doctor)")
+
+
+def doctor(args: argparse.Namespace) -> int:
+    from memray.core.doctor import describe
+
+    config = MemoryConfig.load(args.config) if args.config else MemoryConfig()
+    if args.data_dir:
+        config = config.model_copy(update={"data_dir": args.data_dir})
+    with Memory(config) as memory:
+        report = memory.doctor(args.user, repair=args.repair,
+                               candidate_days=args.candidate_days)
+    print(report.model_dump_json(indent=2))
+    print(describe(report), file=sys.stderr)
+    return 1 if report.problems else 0
+
+
 def api(args: argparse.Namespace) -> int:
     from memray.api.run import run_api
     from memray.config import MemoryConfig
@@ -248,21 +347,52 @@ def new_key(args: argparse.Namespace) -> int:
     from memray.api.auth import ApiKey, hash_key
     from memray.api.auth import new_key as make_key
 
+    if not (args.user or args.user_prefix or args.admin):
+        print("memray keys new: a key must name what it may act for: --user ID (repeat), "
+              "--user-prefix PREFIX or --admin", file=sys.stderr)
+        return 2
     key = make_key()
     entry = ApiKey(name=args.name, sha256=hash_key(key), users=args.user,
                    user_prefix=args.user_prefix, admin=args.admin)
     print(f"key (shown once; store it as a secret): {key}", file=sys.stderr)
     print(yaml.safe_dump({"keys": [entry.model_dump(exclude_defaults=True)]},
                          sort_keys=False), end="")
+    print("add the entry to a keys file and run `memray api --keys FILE`, or list it under "
+          "`args.keys` of a serve config (serve_configs/local.yaml) for `memray serve`",
+          file=sys.stderr)
     return 0
 
 
 def bench_locomo(args: argparse.Namespace) -> int:
     from memray.bench.locomo import LocomoArgs, run, table
 
-    recall = {} if args.w_lexical is None else {"w_lexical": args.w_lexical}
-    result = run(LocomoArgs(data=args.data, mode=args.mode, dates=args.dates,
-                            context=args.context, recall=recall),
+    def say(line: str) -> None:
+        print(line, file=sys.stderr)
+
+    if args.cv:
+        from memray.bench.locomo_cv import cross_validate, cv_table
+
+        cv = cross_validate(args.data, mode=args.mode, progress=say)
+        print(json.dumps(cv, indent=2) if args.json else cv_table(cv))
+        return 0
+    config: dict[str, Any] = {}
+    if args.w_lexical is not None:
+        config["recall"] = {"w_lexical": args.w_lexical}
+    if args.reply_chars is not None:
+        config["write"] = {"reply_context_chars": args.reply_chars}
+    result = run(LocomoArgs(data=args.data, mode=args.mode, config=config,
+                            times=not args.no_times), progress=say)
+    print(json.dumps(result, indent=2) if args.json else table(result))
+    return 0
+
+
+def bench_embed(args: argparse.Namespace) -> int:
+    from memray.bench.embedders import EmbedBenchArgs, run, table
+
+    result = run(EmbedBenchArgs(model=args.model, runtimes=tuple(args.runtimes.split(",")),
+                                threads=args.threads or os.cpu_count() or 1,
+                                queries=args.queries, texts=args.texts,
+                                recall=not args.no_recall),
                  progress=lambda line: print(line, file=sys.stderr))
     print(json.dumps(result, indent=2) if args.json else table(result))
     return 0

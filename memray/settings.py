@@ -16,6 +16,10 @@ class Settings(BaseSettings):
     milvus_token: str | None = Field(None, description="MEMRAY_MILVUS_TOKEN.")
     postgres_dsn: str | None = Field(None, description="MEMRAY_POSTGRES_DSN: PostgreSQL for "
                                      "the shared event log (cluster mode).")
+    tracing: bool = Field(False, description="MEMRAY_TRACING=true: OpenTelemetry spans "
+                          "(needs the otel extra), where config leaves tracing.enabled unset.")
+    tracing_content: bool = Field(False, description="MEMRAY_TRACING_CONTENT=true: content "
+                                  "on spans, where config leaves tracing.capture_content unset.")
 
 
 def load_settings() -> Settings:

@@ -1,5 +1,6 @@
 """The nightly maintenance job: expire, retire, decay, and merge clusters of
-low-importance memories per user (memray/maintain/plan.py has the rules).
+low-importance memories per user (memray/maintain/plan.py has the rules), then refresh
+every user's profile (memray/core/profile.py; with the LLM's summary when configured).
 
 This process reads each user's live memories (it owns the milvus-lite dir) and commits
 each user's plan (memray/maintain/writer.py); Ray Data plans the users in parallel tasks
@@ -19,6 +20,7 @@ from memray.batch.config import MaintenanceArgs
 from memray.batch.runtime import Progress, run_job, summary
 from memray.core.engine import Engine
 from memray.core.memory import Memory
+from memray.core.profile import Profiles, llm_summarizer
 from memray.maintain.codec import item_to_rows, plan_from_json, plan_to_json, rows_to_item
 from memray.maintain.plan import Settings, Summarizer, plan_user, rule_summary
 from memray.maintain.writer import commit, live_rows
@@ -87,12 +89,15 @@ def _run(args: MaintenanceArgs, mem: Memory) -> dict[str, Any]:
             elif not plan.empty:
                 commit(engine, plan, vectors, int(row["version"]), counts)
             progress.tick(counts)
+    if not args.dry_run:  # after the night's changes, so the profiles show them
+        with llm_summarizer(args.memory) as summarize:
+            counts["profiles"] = Profiles(engine).refresh_all(summarize)
     progress.tick(counts, force=True)
     result: dict[str, Any] = {"dry_run": args.dry_run,
                               **{k: counts.get(k, 0) for k in (
                                   "users", "expired", "retired", "decayed",
                                   "merged_clusters", "merged_originals",
-                                  "users_changed_meanwhile")},
+                                  "users_changed_meanwhile", "profiles")},
                               "seconds": round(progress.elapsed_s, 1)}
     return summary("maintenance" + (" (dry run: nothing written)" if args.dry_run else ""),
                    result, args)

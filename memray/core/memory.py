@@ -11,10 +11,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
+from memray import tracing
 from memray.config import MemoryConfig
 from memray.core import filters as search_filters
 from memray.core import validate
 from memray.core.applier import Applier
+from memray.core.doctor import Doctor, DoctorReport
 from memray.core.engine import Engine
 from memray.core.factory import build_embedder, build_event_log, build_store, build_write_path
 from memray.core.follow import LIVE_EMBEDDER, LiveEmbedder, Throttle
@@ -24,6 +26,7 @@ from memray.core.ids import new_id
 from memray.core.intent import OBJECT_SLOTS, memory_topics, query_topics, slot_of, topic_slots
 from memray.core.messages import Message, normalize
 from memray.core.policies import redact
+from memray.core.profile import Profile, Profiles, llm_summarizer
 from memray.core.prompt import prompt_section
 from memray.core.ranking import Evidence, background, content_terms, decide, rank
 from memray.core.resolve import Scope
@@ -264,10 +267,11 @@ class Memory:
         return self._store, self._events, self._applier
 
     # -- write -------------------------------------------------------------------
+    @tracing.memory_operation("upsert_memory")
     def add(self, messages: str | Sequence[dict[str, Any]], *, user_id: str,
             session_id: str | None = None, agent_id: str | None = None,
             metadata: dict[str, Any] | None = None, infer: bool = True,
-            consent: int | None = None) -> AddResult:
+            consent: int | None = None, timestamp: Any = None) -> AddResult:
         """Remember what the user said.
 
         `infer=True` logs the turns and, once the round is complete (the messages end with
@@ -279,6 +283,11 @@ class Memory:
         embedding them in one batch; an exact repeat of an active memory is a NOOP.
         PII is redacted from what is stored. `consent`: 0 keep nothing, 1 this session
         only (in process), 2 persistent (default `write.default_consent`).
+        A message may carry its own `timestamp` (datetime, ISO-8601 or epoch seconds;
+        `timestamp=` here is the time of messages without one) and `reply_to` (the text of
+        the turn it answers; by default the message before it in the call): memories keep
+        the time as `occurred_at` (distinct from `created_at`), and a verbatim memory is
+        indexed with its date and the start of the turn it answers.
         Everything is validated before anything is written.
         """
         uid = validate.user_id(user_id)
@@ -287,7 +296,7 @@ class Memory:
         meta = validate.metadata(metadata)
         level = validate.consent(self.config.write.default_consent if consent is None
                                  else consent)
-        msgs = normalize(messages, max_messages=self.config.max_messages)
+        msgs = normalize(messages, max_messages=self.config.max_messages, timestamp=timestamp)
         for m in msgs:  # the user's words become memories; other turns are only context
             limit = self.config.max_content_chars * (1 if m.role == "user" else 10)
             if m.content.strip():
@@ -295,7 +304,8 @@ class Memory:
         if not self.enabled or level == 0:
             return AddResult()
         self._follow_model()
-        scope = Scope(uid, sid, aid, meta, level)
+        times = [m.timestamp for m in msgs if m.timestamp is not None and m.role == "user"]
+        scope = Scope(uid, sid, aid, meta, level, max(times) if times else None)
         bare = isinstance(messages, str)
         # The retry must not log the turns again: they are logged, so extract them.
         return self._write(lambda: self._add(scope, msgs, infer=infer, bare=bare),
@@ -307,9 +317,8 @@ class Memory:
         if infer:
             complete = bare or bool(msgs and msgs[-1].role == "assistant")
             return self._write_path().add(scope, msgs, round_complete=complete)
-        texts = [(m.index, redact(m.content.strip())) for m in msgs
-                 if m.role == "user" and m.content.strip()]
-        return self._add_verbatim(scope, texts) if texts else AddResult()
+        turns = [m for m in msgs if m.role == "user" and m.content.strip()]
+        return self._add_verbatim(scope, turns) if turns else AddResult()
 
     def flush(self, *, user_id: str, session_id: str | None = None) -> AddResult:
         """Extract the session's logged turns now, even mid-round."""
@@ -333,22 +342,26 @@ class Memory:
         assert sid is not None
         return self._sessions.get(uid, sid)
 
-    def _add_verbatim(self, scope: Scope, texts: list[tuple[int, str]]) -> AddResult:
+    def _add_verbatim(self, scope: Scope, turns: list[Message]) -> AddResult:
         # The same per-user lock as extraction: the exact-repeat check and the write
         # must not interleave with another write of this user.
         with self._write_path().user_lock(scope.user_id):
-            return self._add_verbatim_locked(scope, texts)
+            return self._add_verbatim_locked(scope, turns)
 
-    def _add_verbatim_locked(self, scope: Scope, texts: list[tuple[int, str]]) -> AddResult:
+    def _add_verbatim_locked(self, scope: Scope, turns: list[Message]) -> AddResult:
         store, _, applier = self._parts()
         uid, sid, aid, meta = scope.user_id, scope.session_id, scope.agent_id, scope.metadata
         now = utcnow()
-        hashes = {content_hash(t): (i, t) for i, t in texts}
+        chars = self.config.write.reply_context_chars
+        hashes: dict[str, tuple[int, str, Message]] = {}
+        for m in turns:
+            text = redact(m.content.strip())
+            hashes.setdefault(content_hash(text), (m.index, text, m))
         where = Where(content_hashes=tuple(hashes), statuses=_ACTIVE, alive_at_ms=to_ms(now))
         known = {r.content_hash: r for r in store.query(uid, where)}
         events: list[MemoryEvent] = []
         fresh: list[MemoryRecord] = []
-        for h, (index, text) in hashes.items():
+        for h, (index, text, msg) in hashes.items():
             if h in known:
                 events.append(MemoryEvent(op="NOOP", memory_id=known[h].id, user_id=uid,
                                           memory=known[h], at=now, reason="already stored"))
@@ -357,7 +370,9 @@ class Memory:
                 id=new_id(), user_id=uid, agent_id=aid, session_id=sid, type=MemoryType.MESSAGE,
                 content=text, source_turn_ids=(str(index),), source_excerpt=text[:200],
                 created_at=now, updated_at=now, last_confirmed_at=now,
-                embedding_model=self._embedder.model, content_hash=h, metadata=dict(meta))
+                embedding_model=self._embedder.model, content_hash=h, metadata=dict(meta),
+                occurred_at=msg.timestamp,
+                reply_to=redact(" ".join((msg.reply_to or "").split()))[:chars] if chars else "")
             fresh.append(record)
             events.append(MemoryEvent(op="ADD", memory_id=record.id, user_id=uid,
                                       memory=record, at=now))
@@ -370,12 +385,13 @@ class Memory:
                                      for r in fresh])
         if not fresh:
             return AddResult(events=events, version=self._parts()[1].version(uid))
-        vectors = self._embedder.embed([r.content for r in fresh])
+        vectors = self._embedder.embed([r.index_text for r in fresh])
         rows = tuple(StoredMemory(r, v) for r, v in zip(fresh, vectors, strict=True))
         version = applier.write(uid, [e for e in events if e.op == "ADD"],
                                 [StoreOp("replace", uid, rows=rows)])
         return AddResult(events=events, version=version)
 
+    @tracing.memory_operation("update_memory")
     def update(self, memory_id: str, content: str, *, user_id: str) -> MemoryEvent:
         """Replace a memory's content (re-embedded); raises MemoryNotFoundError."""
         uid, mid = validate.user_id(user_id), validate.memory_id(memory_id)
@@ -395,13 +411,14 @@ class Memory:
         new = old.model_copy(update={"content": text, "content_hash": content_hash(text),
                                      "updated_at": now, "last_confirmed_at": now,
                                      "embedding_model": self._embedder.model})
-        vector = self._embedder.embed([text])[0]
+        vector = self._embedder.embed([new.index_text])[0]
         event = MemoryEvent(op="UPDATE", memory_id=mid, user_id=uid, memory=new,
                             previous=old, at=now)
         version = applier.write(uid, [event],
                                 [StoreOp("replace", uid, rows=(StoredMemory(new, vector),))])
         return event.model_copy(update={"version": version})
 
+    @tracing.memory_operation("delete_memory")
     def delete(self, memory_id: str, *, user_id: str) -> MemoryEvent:
         """Delete one memory and purge its history; raises MemoryNotFoundError."""
         uid, mid = validate.user_id(user_id), validate.memory_id(memory_id)
@@ -416,6 +433,7 @@ class Memory:
         return MemoryEvent(op="DELETE", memory_id=mid, user_id=uid, previous=old, at=utcnow(),
                            version=version)
 
+    @tracing.memory_operation("delete_memory")
     def delete_all(self, *, user_id: str) -> int:
         """Delete every memory of the user and purge the user's history; returns the count."""
         uid = validate.user_id(user_id)
@@ -431,6 +449,7 @@ class Memory:
         return count
 
     # -- read --------------------------------------------------------------------
+    @tracing.memory_operation("search_memory")
     def search(self, query: str, *, user_id: str, top_k: int | None = None,
                filters: dict[str, Any] | None = None, threshold: float | None = None,
                min_version: int | None = None) -> list[SearchHit]:
@@ -575,6 +594,7 @@ class Memory:
                                  f"{self.config.recall.min_version_wait_s:g} s)")
         return version
 
+    @tracing.memory_operation("search_memory")
     def context(self, query: str, *, user_id: str, session_id: str | None = None,
                 min_version: int | None = None) -> str:
         """A prompt section of the memories `search` recalls, plus this session's
@@ -584,6 +604,7 @@ class Memory:
             if session_id is not None else []
         return prompt_section(hits, session)
 
+    @tracing.memory_operation("search_memory")
     def get(self, memory_id: str, *, user_id: str,
             min_version: int | None = None) -> MemoryRecord | None:
         """The memory (any status) if it exists for this user, else None. `min_version`:
@@ -594,6 +615,7 @@ class Memory:
         found = store.query(uid, Where(ids=(mid,)), limit=1)
         return found[0] if found else None
 
+    @tracing.memory_operation("search_memory")
     def get_all(self, *, user_id: str, limit: int = 100, cursor: str | None = None,
                 min_version: int | None = None) -> Page:
         """The user's memories (any status) in creation order, `limit` (1..1000) a page.
@@ -609,6 +631,7 @@ class Memory:
             if page else []
         return Page(items=records, next_cursor=page[-1] if len(ids) > size else None)
 
+    @tracing.memory_operation("search_memory")
     def history(self, memory_id: str, *, user_id: str) -> list[MemoryEvent]:
         """Every recorded change of the memory, oldest first; [] once it is deleted."""
         uid, mid = validate.user_id(user_id), validate.memory_id(memory_id)
@@ -638,3 +661,26 @@ class Memory:
         if record is None:
             raise MemoryNotFoundError(f"no memory {mid} for this user")
         return record
+
+    # -- profile and diagnosis (core/profile.py, core/doctor.py) -----------------------
+    def profile(self, user_id: str, *, refresh: bool = False) -> Profile:
+        """The user's profile (identity, preferences, constraints, current tasks, other
+        facts) from their active memories: the stored one while it is current, else a
+        template one built now. `refresh=True` builds it now, with the LLM's summary
+        when `write.extractor` is 'llm' (the nightly job does this for every user)."""
+        uid = validate.user_id(user_id)
+        if not refresh:
+            return Profiles(self.engine()).read(uid)
+        with llm_summarizer(self.config) as summarize:
+            return Profiles(self.engine()).refresh(uid, summarize)
+
+    def doctor(self, user_id: str | None = None, *, repair: bool = False,
+               candidate_days: int = 30) -> DoctorReport:
+        """Check that the store agrees with the event log, for one user or (None) all;
+        `repair=True` fixes what is safe through the write path and checks again
+        (core/doctor.py says what each problem is and what repair does)."""
+        uids = None if user_id is None else [validate.user_id(user_id)]
+        if not repair:
+            return Doctor(self.engine(), candidate_days=candidate_days).run(uids)
+        return self._write(lambda: Doctor(self.engine(), candidate_days=candidate_days)
+                           .run(uids, repair=True))

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from memray import tracing
 from memray.config import LLMConfig
 from memray.errors import ExtractionError
 from memray.extract.base import Extraction, Fact, Turn
@@ -179,16 +180,21 @@ class LLMExtractor:
                               f"attempts: {last}")
 
     def _once(self, body: dict[str, Any], model: type[BaseModel]) -> BaseModel:
-        resp = self._client.post("chat/completions", json=body)
-        if resp.status_code >= 500 or resp.status_code == 429:
-            raise _RetryableError(f"HTTP {resp.status_code}")
-        if resp.status_code >= 400:
-            raise ExtractionError(f"LLM endpoint refused the request: HTTP {resp.status_code}")
-        try:
-            content = resp.json()["choices"][0]["message"]["content"]
-            return model.model_validate(json.loads(content))
-        except (KeyError, IndexError, TypeError, json.JSONDecodeError, ValidationError) as exc:
-            raise _RetryableError(f"invalid answer: {str(exc)[:200]}") from exc
+        with tracing.chat(self._cfg.model, self._cfg.base_url, body["messages"]) as span:
+            resp = self._client.post("chat/completions", json=body)
+            if resp.status_code >= 500 or resp.status_code == 429:
+                raise _RetryableError(f"HTTP {resp.status_code}")
+            if resp.status_code >= 400:
+                raise ExtractionError(f"LLM endpoint refused the request: "
+                                      f"HTTP {resp.status_code}")
+            try:
+                answer = resp.json()
+                tracing.chat_answer(span, answer)
+                content = answer["choices"][0]["message"]["content"]
+                return model.model_validate(json.loads(content))
+            except (KeyError, IndexError, TypeError, json.JSONDecodeError,
+                    ValidationError) as exc:
+                raise _RetryableError(f"invalid answer: {str(exc)[:200]}") from exc
 
 
 class _RetryableError(Exception):

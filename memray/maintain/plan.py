@@ -10,6 +10,10 @@ merges), and a plan is committed in one event-log transaction.
 4. merge: active memories under `merge_below` importance are clustered by cosine
    (agglomerative, average linkage); each cluster of two or more becomes one summary
    memory with metadata["merged_from"], and the originals are deleted.
+
+A memory whose metadata has `PINNED` true (an item an application keeps by key, such as
+the LangGraph store's) is expired when its `expires_at` passes, never decayed or merged:
+its application decides when it goes.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ HALF_LIFE_DAYS: dict[MemoryType, float | None] = {
     MemoryType.SUMMARY: 90.0, MemoryType.TASK_STATE: 30.0, MemoryType.MESSAGE: 30.0,
 }
 _LIVE = (MemoryStatus.ACTIVE, MemoryStatus.CANDIDATE)
+PINNED = "memray_pinned"
 
 Summarizer = Callable[[Sequence[str], int], str]
 
@@ -87,7 +92,8 @@ def plan_user(user_id: str, rows: Sequence[StoredMemory], now: datetime,
         rec = _lifecycle(row.record, now, settings, plan)
         current[rec.id] = StoredMemory(rec, row.vector)
     low = [r for r in current.values() if r.record.status == MemoryStatus.ACTIVE
-           and r.record.importance < settings.merge_below]
+           and r.record.importance < settings.merge_below
+           and r.record.metadata.get(PINNED) is not True]
     for cluster in _clusters(low, settings.merge_similarity):
         originals = sorted((r.record for r in cluster), key=lambda r: r.id)
         merged = _merged(user_id, originals, now, settings, summarize)
@@ -104,7 +110,7 @@ def _lifecycle(rec: MemoryRecord, now: datetime, s: Settings, plan: UserPlan) ->
     elif (rec.status == MemoryStatus.CANDIDATE
           and rec.last_confirmed_at < now - timedelta(days=s.candidate_days)):
         new, reason = rec.model_copy(update={"status": MemoryStatus.EXPIRED}), "retired"
-    elif rec.status == MemoryStatus.ACTIVE:
+    elif rec.status == MemoryStatus.ACTIVE and rec.metadata.get(PINNED) is not True:
         new, reason = _decayed(rec, now), "decayed"
     if new is rec:
         return rec

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from memray import tracing
 from memray.errors import DimensionMismatchError, StoreError, StoreUnavailableError
 from memray.models import MemoryRecord
 from memray.store.base import StoredMemory, Vector, Where
@@ -302,6 +303,7 @@ class MilvusStore:
         return "Strong" if now < self._strong_until or self._written.get(user_id, 0) > now \
             else "Bounded"
 
+    @tracing.store_call("replace")
     def replace(self, rows: Sequence[StoredMemory]) -> None:
         """Delete-then-insert by id; idempotent, so safe to replay after a crash."""
         self._check_rows(rows)
@@ -379,6 +381,7 @@ class MilvusStore:
                 raise StoreError(f"row embedded by {row.record.embedding_model}, "
                                  f"collection holds {self._model}")
 
+    @tracing.store_call("delete")
     def delete(self, user_id: str, ids: Sequence[str]) -> int:
         if not ids:
             return 0
@@ -389,6 +392,7 @@ class MilvusStore:
             self._call(lambda: self._client.delete(self._target, filter=expr))
         return len(existing)
 
+    @tracing.store_call("delete")
     def delete_user(self, user_id: str) -> int:
         n = self.count(user_id)
         expr = build_filter(user_id, Where())
@@ -396,6 +400,7 @@ class MilvusStore:
         self._call(lambda: self._client.delete(self._target, filter=expr))
         return n
 
+    @tracing.store_call("query")
     def query(self, user_id: str, where: Where, limit: int | None = None) -> list[MemoryRecord]:
         rows = self._rows(user_id, build_filter(user_id, where), list(SCALAR_FIELDS), limit)
         return [from_row(r) for r in rows]
@@ -431,6 +436,7 @@ class MilvusStore:
 
         return self._call(run)
 
+    @tracing.store_call("search")
     def search(
         self, user_id: str, vector: Vector, limit: int, where: Where
     ) -> list[tuple[MemoryRecord, float]]:
@@ -448,6 +454,7 @@ class MilvusStore:
             hits.append((record, float(hit["distance"])))
         return hits
 
+    @tracing.store_call("query")
     def rows(self, user_id: str, where: Where) -> list[StoredMemory]:
         found = self._rows(user_id, build_filter(user_id, where),
                            [*SCALAR_FIELDS, "vector"], None)

@@ -1,0 +1,53 @@
+"""Per-user views that are derived, not stored by the caller: the profile
+(`GET /v1/users/{user_id}/profile`) and the Memory Doctor (`GET /v1/users/{user_id}/doctor`).
+
+Both take the user's key or an admin key. `?repair=true` on the doctor is admin-only:
+a repair changes the store from what the event log says (it re-writes, re-embeds,
+expires and deletes rows), which is an operator's decision, while the check itself only
+reads. `?refresh=true` on the profile rebuilds it now (with the LLM when configured).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Request
+from fastapi.concurrency import run_in_threadpool
+
+from memray.api.auth import ApiKey, KeySource, presented_key, require_scope
+from memray.api.errors import ApiError
+from memray.core.doctor import UserReport
+from memray.core.memory import Memory
+from memray.core.profile import Profile
+
+
+def _key(request: Request, authorization: Annotated[str | None, Header()] = None,
+         x_api_key: Annotated[str | None, Header()] = None) -> ApiKey:
+    keys: KeySource = request.app.state.keys
+    return keys.authenticate(presented_key(authorization, x_api_key))
+
+
+def _memory(request: Request) -> Memory:
+    memory: Memory = request.app.state.memory
+    return memory
+
+
+Key = Annotated[ApiKey, Depends(_key)]
+Mem = Annotated[Memory, Depends(_memory)]
+router = APIRouter()
+
+
+@router.get("/v1/users/{user_id}/profile", response_model=Profile)
+async def profile(user_id: str, key: Key, memory: Mem, refresh: bool = False) -> Any:
+    require_scope(key, user_id)
+    return await run_in_threadpool(lambda: memory.profile(user_id, refresh=refresh))
+
+
+@router.get("/v1/users/{user_id}/doctor", response_model=UserReport)
+async def doctor(user_id: str, key: Key, memory: Mem, repair: bool = False) -> Any:
+    require_scope(key, user_id)
+    if repair and not key.admin:
+        raise ApiError(403, "forbidden", "repair needs an admin key")
+    report = await run_in_threadpool(lambda: memory.doctor(user_id, repair=repair))
+    done = report.after if report.after is not None else report.users
+    return done[0]

@@ -1,0 +1,1 @@
+"""Drop-in surfaces for code written against other memory libraries (`memray.compat.mem0`)."""

@@ -1,0 +1,6 @@
+"""memray as an MCP server: `build_server(memory)` (tools over one `Memory`), served on
+stdio by `memray mcp` and over streamable HTTP at `/mcp` of the REST app."""
+
+from memray.mcp.server import TOOL_NAMES, Authorizer, build_server
+
+__all__ = ["TOOL_NAMES", "Authorizer", "build_server"]

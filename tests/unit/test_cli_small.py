@@ -1,0 +1,38 @@
+"""Small CLI promises: keys must be scoped, serve finds its config anywhere, help lists jobs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from memray.cli import default_serve_config, main
+
+
+def test_a_key_with_no_scope_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["keys", "new", "--name", "nobody"]) == 2
+    assert "--user" in capsys.readouterr().err
+    assert main(["keys", "new", "--name", "lin", "--user", "lin"]) == 0
+    out = capsys.readouterr()
+    assert yaml.safe_load(out.out)["keys"][0]["users"] == ["lin"]
+    assert "memray api --keys" in out.err
+
+
+def test_serve_config_ships_in_the_package(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # not a checkout: the packaged copy
+    packaged = Path(default_serve_config())
+    assert packaged.is_file() and "memray" in packaged.parts
+    assert yaml.safe_load(packaged.read_text())["applications"][0]["import_path"] == \
+        "memray.serve:build_app"
+    (tmp_path / "serve_configs").mkdir()
+    (tmp_path / "serve_configs" / "local.yaml").write_text("x: 1\n")
+    assert default_serve_config() == "serve_configs/local.yaml"  # a checkout's own wins
+
+
+def test_jobs_help_lists_the_jobs(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["jobs", "--help"])
+    out = capsys.readouterr().out
+    assert all(job in out for job in ("backfill", "maintenance", "migrate"))
