@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 
 from memray.api.app import ApiLimits, build_api
-from memray.api.auth import KeyRing
+from memray.api.auth import ReloadingKeys
 from memray.config import MemoryConfig
 from memray.core.memory import Memory
 
@@ -22,7 +22,7 @@ def run_api(config: MemoryConfig, keys_file: str | Path, *, host: str = "127.0.0
     """Serve until SIGTERM/SIGINT; prints one "ready on URL" line once listening."""
     import uvicorn
 
-    keys = KeyRing.from_file(keys_file)
+    keys = ReloadingKeys(keys_file)  # edits to the file apply without a restart
     with Memory(config) as memory:
         app = build_api(memory, keys, limits=ApiLimits(), job_lease_s=job_lease_s)
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))

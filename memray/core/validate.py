@@ -58,11 +58,14 @@ def content(value: object, max_chars: int) -> str:
 
 
 def metadata(value: object) -> dict[str, Any]:
-    """A JSON-serialisable mapping with string keys, at most 16 KiB as JSON."""
+    """A JSON-serialisable mapping with string keys, at most 16 KiB as JSON and
+    `MAX_METADATA_DEPTH` levels of nesting."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
         raise InvalidInputError(f"metadata must be a mapping, got {type(value).__name__}")
+    if _depth(value) > MAX_METADATA_DEPTH:
+        raise InvalidInputError(f"metadata is nested deeper than {MAX_METADATA_DEPTH} levels")
     try:
         encoded = json.dumps(dict(value), allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
@@ -71,6 +74,23 @@ def metadata(value: object) -> dict[str, Any]:
         raise InvalidInputError(f"metadata is larger than {MAX_METADATA_BYTES} bytes as JSON")
     loaded: dict[str, Any] = json.loads(encoded)
     return loaded
+
+
+MAX_METADATA_DEPTH = 16
+
+
+def _depth(value: object) -> int:
+    """Nesting depth of dicts and lists, without recursion (a hostile value may be deep)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, Mapping | list | tuple):
+            deepest = max(deepest, level)
+            if level > MAX_METADATA_DEPTH:
+                break
+            children = item.values() if isinstance(item, Mapping) else item
+            stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def consent(value: object) -> int:

@@ -9,7 +9,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from memray.api.app import ApiLimits
-from memray.api.auth import ApiKey, KeyRing
+from memray.api.auth import ApiKey, ReloadingKeys
 from memray.config import MemoryConfig
 
 
@@ -36,11 +36,9 @@ class ServeArgs(BaseModel):
     keys_file: str | None = Field(None, description="YAML with `keys:` (hashed).")
     limits: ApiLimits = Field(default_factory=ApiLimits)
 
-    def keyring(self) -> KeyRing:
-        keys = list(self.keys)
-        if self.keys_file:
-            keys += KeyRing.from_file(self.keys_file).keys
-        return KeyRing(keys=keys)
+    def keyring(self) -> ReloadingKeys:
+        """The inline keys and the keys file, read again when the file changes."""
+        return ReloadingKeys(self.keys_file, self.keys)
 
 
 def load_serve_config(path: str | Path) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import uvicorn
 
 from memray import Memory, MemoryConfig
 from memray.api.app import ApiLimits, build_api
-from memray.api.auth import ApiKey, KeyRing, hash_key
+from memray.api.auth import ApiKey, KeyRing, KeySource, hash_key
 from memray.embed.cache import CachedEmbedder
 
 ADMIN, ALICE, TEAM = "mr_admin_key", "mr_alice_key", "mr_team_key"
@@ -28,9 +28,10 @@ KEYS = KeyRing(keys=[
 
 
 class Served:
-    def __init__(self, memory: Memory, *, job_lease_s: float = 120.0) -> None:
-        self.app = build_api(memory, KEYS, job_lease_s=job_lease_s,
-                             limits=ApiLimits(max_body_bytes=20_000, max_messages=5))
+    def __init__(self, memory: Memory, *, job_lease_s: float = 120.0,
+                 keys: KeySource = KEYS, limits: ApiLimits | None = None) -> None:
+        self.app = build_api(memory, keys, job_lease_s=job_lease_s,
+                             limits=limits or ApiLimits(max_body_bytes=20_000, max_messages=5))
         config = uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
