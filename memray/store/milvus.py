@@ -141,7 +141,16 @@ class MilvusStore:
             with _lite_lock:
                 key = str(Path(self._uri).resolve())
                 _lite_refs[key] = _lite_refs.get(key, 0) + 1
-        self._call(self._ensure_collection)
+        try:
+            self._call(self._ensure_collection)
+        except StoreError as exc:
+            if not is_lite_uri(self._uri):
+                raise
+            self.close()
+            raise StoreError(f"milvus-lite dir {self._uri} cannot be read ({exc}). Nothing "
+                             "was changed. Restore it from a backup, or move it aside and "
+                             "run `memray doctor --repair`, which rebuilds the vectors from "
+                             "the event log.") from exc
         self._strong_until = time.monotonic() + self._window
 
     def _open_error(self, exc: Exception) -> str:
