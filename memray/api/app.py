@@ -14,34 +14,49 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Match
 
 from memray.api import schemas as s
-from memray.api.auth import ApiKey, KeyRing, require_scope
+from memray.api.auth import ApiKey, KeySource, presented_key, require_scope
 from memray.api.errors import ApiError, error_response
+from memray.api.guard import Guard
 from memray.api.jobs import JobQueue
+from memray.api.mem0_routes import router as mem0_router
+from memray.api.ui_routes import router as ui_router
+from memray.api.user_routes import router as user_router
 from memray.core.memory import Memory
 from memray.errors import MemrayError
+from memray.mcp.http import mcp_router
 
 
 class ApiLimits(BaseModel):
-    max_body_bytes: int = Field(1_000_000, gt=0, description="Larger bodies: 413.")
+    max_body_bytes: int = Field(1_000_000, gt=0, description="Larger bodies: 413 (counted "
+                                "as the body streams, on every route).")
     max_messages: int = Field(200, gt=0, description="More messages in one add: 413.")
+    max_url_chars: int = Field(8192, gt=0, description="Longer path + query string: 414.")
+    rate_per_s: float | None = Field(None, gt=0, description="Requests per second per API "
+                                     "key (a token bucket; over it: 429 with Retry-After). "
+                                     "None: no limit.")
+    rate_burst: int = Field(20, gt=0, description="Requests a key may send at once before "
+                            "`rate_per_s` applies.")
 
 
 def _add_kwargs(req: s.AddRequest) -> dict[str, Any]:
     messages: Any = req.messages if isinstance(req.messages, str) else [
-        m.model_dump() for m in req.messages]
+        m.model_dump(mode="json", exclude_none=True) for m in req.messages]
     return {"messages": messages, "user_id": req.user_id, "session_id": req.session_id,
             "agent_id": req.agent_id, "metadata": req.metadata, "infer": req.infer,
-            "consent": req.consent}
+            "consent": req.consent,
+            "timestamp": req.timestamp.isoformat() if req.timestamp else None}
 
 
-def build_api(memory: Memory, keys: KeyRing, *, limits: ApiLimits | None = None,
+def build_api(memory: Memory, keys: KeySource, *, limits: ApiLimits | None = None,
               job_lease_s: float = 120.0) -> FastAPI:
     """The app; `memory` must outlive it. Async adds are queued in `memory`'s log (shared
     by every replica in cluster mode); a job whose process died is taken over after
     `job_lease_s` seconds. Call `app.state.jobs.close()` on shutdown."""
     app = FastAPI(title="memray", version="1", description="Long-term memory for AI agents.")
+    s.document_errors(app)
     app.state.memory, app.state.keys = memory, keys
     app.state.limits = limits or ApiLimits()
 
@@ -54,7 +69,13 @@ def build_api(memory: Memory, keys: KeyRing, *, limits: ApiLimits | None = None,
                      Exception):
         app.add_exception_handler(exc_type, _handler)
     _install_metrics(app)
+    # Outermost: limits and the audit line apply to every router below, /mcp and /ui too.
+    app.add_middleware(Guard, keys=lambda: app.state.keys, limits=lambda: app.state.limits)
     app.include_router(router)
+    app.include_router(mem0_router)  # mem0's MemoryClient paths (memray/api/mem0_routes.py)
+    app.include_router(user_router)  # profile and doctor (memray/api/user_routes.py)
+    app.include_router(ui_router)  # the memory page at /ui (memray/api/ui_routes.py)
+    app.include_router(mcp_router(memory, keys))  # MCP over streamable HTTP at /mcp
     return app
 
 
@@ -83,11 +104,8 @@ def _install_metrics(app: FastAPI) -> None:
 
 def _principal(request: Request, authorization: Annotated[str | None, Header()] = None,
                x_api_key: Annotated[str | None, Header()] = None) -> ApiKey:
-    token = x_api_key
-    if authorization and authorization.lower().startswith("bearer "):
-        token = authorization[7:].strip()
-    keys: KeyRing = request.app.state.keys
-    return keys.authenticate(token)
+    keys: KeySource = request.app.state.keys
+    return keys.authenticate(presented_key(authorization, x_api_key))
 
 
 def _memory(request: Request) -> Memory:
@@ -113,14 +131,16 @@ def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/metrics")
+@router.get("/metrics", responses={200: {"content": {"text/plain": {}},
+                                           "description": "Prometheus text format."}})
 def metrics(request: Request) -> Response:
     return Response(generate_latest(request.app.state.registry),
                     media_type="text/plain; version=0.0.4")
 
 
 @router.post("/v1/memories", response_model=s.AddResponse | s.JobResponse,
-             responses={202: {"model": s.JobResponse}})
+             responses={202: {"model": s.JobResponse},
+                        **s.error_responses(502)})
 async def add(req: s.AddRequest, key: Key, memory: Mem, jobs: Jobs, request: Request) -> Any:
     require_scope(key, req.user_id)
     most = request.app.state.limits.max_messages
@@ -141,8 +161,9 @@ async def add(req: s.AddRequest, key: Key, memory: Mem, jobs: Jobs, request: Req
     return s.AddResponse.model_validate(body)
 
 
-@router.get("/v1/jobs/{job_id}", response_model=s.JobResponse)
-async def job(job_id: str, user_id: str, key: Key, jobs: Jobs) -> Any:
+@router.get("/v1/jobs/{job_id}", response_model=s.JobResponse,
+            responses=s.error_responses(404))
+async def job(job_id: str, user_id: s.UserIdQuery, key: Key, jobs: Jobs) -> Any:
     require_scope(key, user_id)
     found = await run_in_threadpool(jobs.get, job_id)
     if found is None or found[0] != user_id:
@@ -150,16 +171,19 @@ async def job(job_id: str, user_id: str, key: Key, jobs: Jobs) -> Any:
     return found[1]
 
 
-@router.post("/v1/memories/search", response_model=s.SearchResponse)
+@router.post("/v1/memories/search", response_model=s.SearchResponse,
+             responses=s.error_responses(409))
 async def search(req: s.SearchRequest, key: Key, memory: Mem) -> Any:
     require_scope(key, req.user_id)
     hits = await run_in_threadpool(lambda: memory.search(
-        req.query, user_id=req.user_id, top_k=req.top_k, filters=req.filters,
+        req.query, user_id=req.user_id, top_k=req.top_k,
+        filters=req.filters.model_dump(mode="json", exclude_none=True) if req.filters else None,
         threshold=req.threshold, min_version=req.min_version))
     return {"results": hits}
 
 
-@router.post("/v1/context", response_model=s.ContextResponse)
+@router.post("/v1/context", response_model=s.ContextResponse,
+             responses=s.error_responses(409))
 async def context(req: s.ContextRequest, key: Key, memory: Mem) -> Any:
     require_scope(key, req.user_id)
     text = await run_in_threadpool(lambda: memory.context(
@@ -168,8 +192,10 @@ async def context(req: s.ContextRequest, key: Key, memory: Mem) -> Any:
     return {"context": text}
 
 
-@router.get("/v1/memories", response_model=s.ListResponse)
-async def list_memories(key: Key, memory: Mem, user_id: str, cursor: str | None = None,
+@router.get("/v1/memories", response_model=s.ListResponse,
+            responses=s.error_responses(409))
+async def list_memories(key: Key, memory: Mem, user_id: s.UserIdQuery,
+                        cursor: s.CursorQuery = None,
                         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
                         min_version: MinVersion = None) -> Any:
     require_scope(key, user_id)
@@ -178,14 +204,16 @@ async def list_memories(key: Key, memory: Mem, user_id: str, cursor: str | None 
     return {"items": page.items, "next_cursor": page.next_cursor}
 
 
-@router.get("/v1/memories/{memory_id}/history", response_model=list[s.MemoryEvent])
-async def history(memory_id: str, user_id: str, key: Key, memory: Mem) -> Any:
+@router.get("/v1/memories/{memory_id:memray_id}/history", response_model=list[s.MemoryEvent])
+async def history(memory_id: s.MemoryIdPath, user_id: s.UserIdQuery, key: Key,
+                  memory: Mem) -> Any:
     require_scope(key, user_id)
     return await run_in_threadpool(lambda: memory.history(memory_id, user_id=user_id))
 
 
-@router.get("/v1/memories/{memory_id}", response_model=s.MemoryRecord)
-async def get(memory_id: str, user_id: str, key: Key, memory: Mem,
+@router.get("/v1/memories/{memory_id:memray_id}", response_model=s.MemoryRecord,
+            responses=s.error_responses(404, 409))
+async def get(memory_id: s.MemoryIdPath, user_id: s.UserIdQuery, key: Key, memory: Mem,
               min_version: MinVersion = None) -> Any:
     require_scope(key, user_id)
     record = await run_in_threadpool(lambda: memory.get(memory_id, user_id=user_id,
@@ -195,22 +223,25 @@ async def get(memory_id: str, user_id: str, key: Key, memory: Mem,
     return record
 
 
-@router.put("/v1/memories/{memory_id}", response_model=s.MemoryEvent)
-async def update(memory_id: str, user_id: str, req: s.UpdateRequest, key: Key,
-                 memory: Mem) -> Any:
+@router.put("/v1/memories/{memory_id:memray_id}", response_model=s.MemoryEvent,
+            responses=s.error_responses(404))
+async def update(memory_id: s.MemoryIdPath, user_id: s.UserIdQuery, req: s.UpdateRequest,
+                 key: Key, memory: Mem) -> Any:
     require_scope(key, user_id)
     return await run_in_threadpool(lambda: memory.update(memory_id, req.content,
                                                          user_id=user_id))
 
 
-@router.delete("/v1/memories/{memory_id}", response_model=s.MemoryEvent)
-async def delete(memory_id: str, user_id: str, key: Key, memory: Mem) -> Any:
+@router.delete("/v1/memories/{memory_id:memray_id}", response_model=s.MemoryEvent,
+               responses=s.error_responses(404))
+async def delete(memory_id: s.MemoryIdPath, user_id: s.UserIdQuery, key: Key,
+                 memory: Mem) -> Any:
     require_scope(key, user_id)
     return await run_in_threadpool(lambda: memory.delete(memory_id, user_id=user_id))
 
 
 @router.delete("/v1/users/{user_id}/memories", response_model=s.DeleteAllResponse)
-async def delete_all(user_id: str, key: Key, memory: Mem) -> Any:
+async def delete_all(user_id: s.UserIdPath, key: Key, memory: Mem) -> Any:
     require_scope(key, user_id)
     deleted = await run_in_threadpool(lambda: memory.delete_all(user_id=user_id))
     return {"deleted": deleted,
@@ -218,7 +249,7 @@ async def delete_all(user_id: str, key: Key, memory: Mem) -> Any:
 
 
 @router.get("/v1/users/{user_id}/export")
-async def export(user_id: str, key: Key, memory: Mem) -> Any:
+async def export(user_id: s.UserIdPath, key: Key, memory: Mem) -> Any:
     require_scope(key, user_id)
     return await run_in_threadpool(lambda: list(memory.export(user_id=user_id)))
 
@@ -230,4 +261,16 @@ def _job_reply(job: dict[str, Any], run_async: bool) -> Any:
 
 
 async def _handler(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, StarletteHTTPException) and exc.status_code == 405:
+        exc = StarletteHTTPException(405, exc.detail, headers={"Allow": _allowed(request)})
     return error_response(exc)
+
+
+def _allowed(request: Request) -> str:
+    """Every method served at the request's path: Starlette's 405 names only the methods
+    of the first route that matched the path, not those of the others at that path."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if route.matches(request.scope)[0] != Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return ", ".join(sorted(methods))

@@ -31,10 +31,12 @@ class ApiError(Exception):
 
 
 def error_response(exc: Exception) -> JSONResponse:
+    """The `{error, detail}` response; an HTTP exception's headers (405's `Allow`) kept."""
     status, error, detail = _classify(exc)
     if status >= 500:
         log.error("request failed: %s: %s", type(exc).__name__, exc)
-    return JSONResponse({"error": error, "detail": detail}, status_code=status)
+    headers = exc.headers if isinstance(exc, StarletteHTTPException) else None
+    return JSONResponse({"error": error, "detail": detail}, status_code=status, headers=headers)
 
 
 def _classify(exc: Exception) -> tuple[int, str, object]:

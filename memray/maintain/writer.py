@@ -22,7 +22,7 @@ def commit(engine: Engine, plan: UserPlan, vectors: dict[str, Vector], version: 
     if plan.empty:
         return True
     uid, now = plan.user_id, utcnow()
-    merged_vectors = engine.embedder.embed([m.merged.content for m in plan.merges])
+    merged_vectors = engine.embedder.embed([m.merged.index_text for m in plan.merges])
     with engine.user_lock(uid):
         if engine.events.version(uid) != version:
             counts["users_changed_meanwhile"] += 1
@@ -31,20 +31,18 @@ def commit(engine: Engine, plan: UserPlan, vectors: dict[str, Vector], version: 
         rows += [StoredMemory(m.merged, v) for m, v in zip(plan.merges, merged_vectors,
                                                             strict=True)]
         gone = tuple(r.id for m in plan.merges for r in m.originals)
+        # As for every delete (Memory.delete, a forget): a merged original keeps no
+        # history (the log purges before it appends), so its content is not left there.
         events = [MemoryEvent(op="UPDATE", memory_id=new.id, user_id=uid, memory=new,
                               previous=old, at=now, reason=why)
-                  for old, new, why in plan.updates]
-        for m in plan.merges:
-            events.append(MemoryEvent(op="ADD", memory_id=m.merged.id, user_id=uid,
-                                      memory=m.merged, at=now,
-                                      reason=f"merged {len(m.originals)} memories"))
-            events += [MemoryEvent(op="DELETE", memory_id=r.id, user_id=uid, previous=r,
-                                   at=now, reason=f"merged into {m.merged.id}")
-                       for r in m.originals]
+                  for old, new, why in plan.updates if new.id not in gone]
+        events += [MemoryEvent(op="ADD", memory_id=m.merged.id, user_id=uid, memory=m.merged,
+                               at=now, reason=f"merged {len(m.originals)} memories")
+                   for m in plan.merges]
         ops = [StoreOp("replace", uid, rows=tuple(rows))]
         if gone:
             ops.append(StoreOp("delete", uid, ids=gone))
-        engine.applier.write(uid, events, ops)
+        engine.applier.write(uid, events, ops, purge_ids=gone)
     counts.update(plan.counts)
     return True
 

@@ -144,8 +144,8 @@ class MilvusStore:
         try:
             self._call(self._ensure_collection)
         except StoreError as exc:
-            if not is_lite_uri(self._uri):
-                raise
+            if type(exc) is not StoreError or not is_lite_uri(self._uri):
+                raise  # a known mismatch (dimension, model) says what it is already
             self.close()
             raise StoreError(f"milvus-lite dir {self._uri} cannot be read ({exc}). Nothing "
                              "was changed. Restore it from a backup, or move it aside and "

@@ -140,7 +140,7 @@ def test_422_and_413_with_json_errors_and_nothing_written(http: httpx.Client) ->
     assert r.status_code == 422 and r.json()["error"] == "validation_error"
     assert any("colour" in str(e["loc"]) for e in r.json()["detail"])
     r = http.post("/v1/memories", headers=auth(ALICE), json={"user_id": "", "messages": "x"})
-    assert r.status_code == 422 and r.json()["error"] == "invalid_input"
+    assert r.status_code == 422 and r.json()["error"] == "validation_error"  # in the schema
     r = http.post("/v1/memories/search", headers=auth(ALICE),
                   json={"user_id": "alice", "query": "x", "top_k": 0})
     assert r.status_code == 422

@@ -1,0 +1,98 @@
+"""Concurrent callers share one forward pass.
+
+Under concurrent searches each query would be embedded alone (a forward pass per query,
+each paying the model's fixed cost). Here callers queue their texts; whichever caller
+finds the model idle runs everything queued so far (up to `max_batch` texts) as one batch
+and hands out the rows, while the next arrivals queue for the pass after. A lone caller
+waits for nothing: its batch is just its own texts. No timer and no thread of its own.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from memray.embed.base import Embedder, Matrix
+
+
+@dataclass
+class _Request:
+    texts: list[str]
+    result: Matrix | None = None
+    error: BaseException | None = None
+    done: bool = False
+
+
+class BatchingEmbedder:
+    def __init__(self, inner: Embedder, *, max_batch: int = 64) -> None:
+        self._inner, self._max = inner, max_batch
+        self._cv = threading.Condition()
+        self._queue: list[_Request] = []
+        self._running = False
+        self.batches = 0  # forward passes run (for tests and benches)
+
+    @property
+    def model(self) -> str:
+        return self._inner.model
+
+    @property
+    def dim(self) -> int:
+        return self._inner.dim
+
+    def open(self) -> None:
+        self._inner.open()
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        if len(texts) >= self._max:  # a batch on its own already
+            return self._inner.embed(texts)
+        request = _Request(list(texts))
+        with self._cv:
+            self._queue.append(request)
+            while not request.done:
+                if self._running:
+                    self._cv.wait()
+                    continue
+                self._running = True
+                batch = self._take()
+                self._cv.release()
+                try:
+                    self._run(batch)
+                finally:
+                    self._cv.acquire()
+                    self._running = False
+                    self._cv.notify_all()
+        if request.error is not None:
+            raise request.error
+        assert request.result is not None
+        return request.result
+
+    def _take(self) -> list[_Request]:
+        """The queued requests, oldest first, up to `max_batch` texts (at least one)."""
+        batch: list[_Request] = []
+        size = 0
+        while self._queue and (not batch or size + len(self._queue[0].texts) <= self._max):
+            request = self._queue.pop(0)
+            batch.append(request)
+            size += len(request.texts)
+        return batch
+
+    def _run(self, batch: list[_Request]) -> None:
+        flat = [t for r in batch for t in r.texts]
+        try:
+            vectors = self._inner.embed(flat) if flat else np.zeros((0, self.dim), np.float32)
+        except BaseException as exc:  # every caller in the batch sees the failure
+            for r in batch:
+                r.error, r.done = exc, True
+            return
+        self.batches += 1
+        start = 0
+        for r in batch:
+            r.result = vectors[start:start + len(r.texts)]
+            start += len(r.texts)
+            r.done = True

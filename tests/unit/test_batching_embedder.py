@@ -1,0 +1,85 @@
+"""Concurrent callers share forward passes and each gets exactly its own rows."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from memray.embed.base import Matrix
+from memray.embed.batching import BatchingEmbedder
+from memray.embed.hashing import HashingEmbedder
+
+
+class Slow(HashingEmbedder):
+    """A model whose pass takes a while, so callers pile up behind it."""
+
+    def __init__(self) -> None:
+        super().__init__(dim=32, model="slow")
+        self.calls: list[int] = []
+        self.fail_on: str | None = None
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        self.calls.append(len(texts))
+        time.sleep(0.02)
+        if self.fail_on is not None and self.fail_on in texts:
+            raise RuntimeError("model failed")
+        return super().embed(texts)
+
+
+def _concurrently(embedder: BatchingEmbedder, texts: list[list[str]]) -> list[object]:
+    out: list[object] = [None] * len(texts)
+
+    def call(i: int) -> None:
+        try:
+            out[i] = embedder.embed(texts[i])
+        except RuntimeError as exc:
+            out[i] = exc
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(texts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    return out
+
+
+def test_each_caller_gets_its_own_rows_in_fewer_passes() -> None:
+    inner = Slow()
+    batching = BatchingEmbedder(inner, max_batch=16)
+    texts = [[f"query {i}"] if i % 3 else [f"a {i}", f"b {i}"] for i in range(40)]
+    results = _concurrently(batching, texts)
+    reference = HashingEmbedder(dim=32, model="slow")
+    for got, asked in zip(results, texts, strict=True):
+        assert isinstance(got, np.ndarray)
+        np.testing.assert_array_equal(got, reference.embed(asked))
+    assert sum(inner.calls) == sum(len(t) for t in texts)
+    assert len(inner.calls) < len(texts) / 2  # shared passes
+    assert max(inner.calls) <= 16
+
+
+def test_a_lone_caller_runs_at_once_and_big_batches_go_straight_through() -> None:
+    inner = Slow()
+    batching = BatchingEmbedder(inner, max_batch=4)
+    batching.embed(["one"])
+    batching.embed([f"t{i}" for i in range(10)])
+    assert inner.calls == [1, 10]
+
+
+def test_a_failed_pass_fails_every_caller_in_it_and_nothing_hangs() -> None:
+    inner = Slow()
+    inner.fail_on = "poison"
+    batching = BatchingEmbedder(inner, max_batch=64)
+    blocker = threading.Thread(target=batching.embed, args=(["first"],))
+    blocker.start()  # the poison and the others queue behind this pass
+    time.sleep(0.005)
+    results = _concurrently(batching, [["poison"], ["ok 1"], ["ok 2"]])
+    blocker.join()
+    assert any(isinstance(r, RuntimeError) for r in results)
+    with pytest.raises(RuntimeError):
+        batching.embed(["poison"])
+    np.testing.assert_array_equal(batching.embed(["fine"]),
+                                  HashingEmbedder(dim=32, model="slow").embed(["fine"]))
