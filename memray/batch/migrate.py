@@ -152,7 +152,7 @@ def _stage(syncer: Syncer, staging: Path, counts: Counter[str], progress: Progre
 
     def spill() -> None:
         nonlocal part
-        table = pa.table({"text": [r.content for r in buf],
+        table = pa.table({"text": [r.index_text for r in buf],
                           "record": [r.model_dump_json() for r in buf]})
         pq.write_table(table, staging / f"part-{part:05d}.parquet")
         part += 1

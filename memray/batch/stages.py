@@ -37,7 +37,8 @@ def units_of_user(group: pd.DataFrame, *, infer: bool, memory: dict[str, Any],
         from memray.core.factory import build_extractor
 
         extractor = build_extractor(cfg) if infer else None
-        unit = build_unit(turns, infer=infer, extractor=extractor, done=done)
+        unit = build_unit(turns, infer=infer, extractor=extractor, done=done,
+                          reply_chars=cfg.write.reply_context_chars)
     return pd.DataFrame({"unit": [json.dumps(unit) if unit else ""],
                          "rows": [len(group)], "invalid": [invalid], "error": [error]})
 
@@ -47,15 +48,13 @@ class EmbedTexts:
 
     def __init__(self, embedder: dict[str, Any], threads: int | None = None,
                  text_of: str = "unit") -> None:
-        import torch
+        from memray.core.factory import build_embedder
 
         # Threads beyond the CPUs the actor holds spin against the driver's and the
         # other tasks' threads (OpenMP): 256 texts took 200 s instead of 10 under load.
-        torch.set_num_threads(threads or 1)
-        from memray.core.factory import build_embedder
-
+        # The embedder sets them (torch.set_num_threads, or ONNX Runtime's intra-op pool).
         self._embedder = build_embedder(MemoryConfig(embedder=EmbedderConfig.model_validate(
-            {**embedder, "cache_size": 0})))
+            {**embedder, "cache_size": 0, "threads": threads or 1})))
         self._embedder.open()
         self._text_of = text_of
 

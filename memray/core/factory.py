@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
+from typing import Literal
 
-from memray.config import MemoryConfig
+from memray.config import INT8_SUFFIX, EmbedderConfig, MemoryConfig
 from memray.core.applier import Applier
 from memray.core.resolve import Resolver
 from memray.core.session import SessionMemory
@@ -14,6 +16,7 @@ from memray.embed.base import Embedder
 from memray.embed.cache import CachedEmbedder
 from memray.embed.hashing import HashingEmbedder
 from memray.embed.sentence import SentenceTransformerEmbedder
+from memray.errors import ConfigError
 from memray.extract.base import Extractor
 from memray.extract.rules import RuleExtractor
 from memray.settings import Settings
@@ -24,15 +27,39 @@ from memray.store.sqlite_log import SQLiteEventLog
 
 
 def build_embedder(cfg: MemoryConfig) -> Embedder:
+    """The configured embedder (not opened), behind an LRU cache when cache_size > 0.
+    Every process that embeds builds it here: Memory, the batch actors, the Serve replica."""
     e = cfg.embedder
     inner: Embedder
     if e.provider == "hashing":
         inner = HashingEmbedder(dim=e.dim or 64, model=e.model)
+    elif embedder_runtime(e) == "onnx":
+        from memray.embed.onnx import OnnxEmbedder
+
+        inner = OnnxEmbedder(model=e.model, model_path=e.model_path, batch_size=e.batch_size,
+                             threads=e.threads)
     else:
         inner = SentenceTransformerEmbedder(model=e.model, model_path=e.model_path,
                                             device=e.device, batch_size=e.batch_size,
-                                            fp16=e.device.startswith("cuda"))
+                                            fp16=e.device.startswith("cuda"), threads=e.threads)
     return CachedEmbedder(inner, size=e.cache_size) if e.cache_size else inner
+
+
+def embedder_runtime(e: EmbedderConfig) -> Literal["onnx", "torch"]:
+    """What runs a sentence-transformers model: `runtime` when set; under auto, ONNX Runtime
+    on the CPU where onnxruntime and onnx (for the one-time export) are installed, else
+    torch. ConfigError when the chosen runtime's package is missing."""
+    if e.runtime == "torch":
+        return "torch"
+    if e.runtime == "onnx" or e.model.endswith(INT8_SUFFIX):
+        if importlib.util.find_spec("onnxruntime") is None:
+            raise ConfigError(f"embedder {e.model!r} with runtime {e.runtime!r} needs the "
+                              "package onnxruntime (pip install onnxruntime)")
+        return "onnx"
+    if not e.device.startswith("cpu"):
+        return "torch"
+    found = all(importlib.util.find_spec(p) is not None for p in ("onnxruntime", "onnx"))
+    return "onnx" if found else "torch"
 
 
 def milvus_uri(cfg: MemoryConfig, settings: Settings) -> str:

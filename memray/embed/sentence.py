@@ -19,12 +19,14 @@ from memray.errors import ConfigError
 
 
 class SentenceTransformerEmbedder:
-    """Batched encoding; fp16 when `device` is a CUDA device and `fp16` is set."""
+    """Batched encoding; fp16 when `device` is a CUDA device and `fp16` is set; `threads`
+    sets torch's intra-op threads for the whole process (None: leave torch's default)."""
 
     def __init__(self, *, model: str = "all-MiniLM-L6-v2", model_path: str | None = None,
-                 device: str = "cpu", batch_size: int = 64, fp16: bool = False) -> None:
+                 device: str = "cpu", batch_size: int = 64, fp16: bool = False,
+                 threads: int | None = None) -> None:
         self._name, self._path, self._device = model, model_path, device
-        self._batch, self._fp16 = batch_size, fp16
+        self._batch, self._fp16, self._threads = batch_size, fp16, threads
         self._st: Any = None
         self._dim = 0
 
@@ -43,8 +45,12 @@ class SentenceTransformerEmbedder:
             return
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        import torch
         from sentence_transformers import SentenceTransformer
         from transformers.utils import logging as hf_logging
+
+        if self._threads:
+            torch.set_num_threads(self._threads)  # process-wide, as torch has it
 
         hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
 

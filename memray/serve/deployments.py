@@ -7,13 +7,15 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import ray
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 
 from memray.api.app import build_api
+from memray.config import EmbedderConfig, MemoryConfig
+from memray.core.factory import build_embedder
 from memray.core.memory import Memory
 from memray.embed.base import Matrix
-from memray.embed.sentence import SentenceTransformerEmbedder
 from memray.serve.args import EmbedderArgs, ServeArgs
 
 
@@ -23,9 +25,13 @@ class EmbedderDeployment:
 
     def __init__(self, memory: dict[str, Any], embedder: dict[str, Any]) -> None:
         cfg, opts = ServeArgs(memory=memory).memory.embedder, EmbedderArgs(**embedder)
-        self._model = SentenceTransformerEmbedder(
-            model=cfg.model, model_path=cfg.model_path, device=opts.device,
-            batch_size=opts.max_batch_size, fp16=opts.device.startswith("cuda"))
+        # The same embedder as everywhere (ONNX Runtime on CPU, torch on GPU), with the
+        # replica's device and batch size and as many threads as CPUs the replica holds.
+        held = ray.get_runtime_context().get_assigned_resources()  # type: ignore[no-untyped-call]
+        cpus = held.get("CPU") or 1
+        self._model = build_embedder(MemoryConfig(embedder=EmbedderConfig.model_validate({
+            **cfg.model_dump(), "device": opts.device, "batch_size": opts.max_batch_size,
+            "cache_size": 0, "threads": cfg.threads or max(1, int(cpus))})))
         self._model.open()
         # @serve.batch's defaults are fixed at import; the YAML's values are set here.
         self.embed_batch.set_max_batch_size(opts.max_batch_size)  # type: ignore[attr-defined]
