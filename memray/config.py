@@ -89,6 +89,9 @@ class EmbedderConfig(BaseModel):
         "and the Serve embedding replica pass the CPUs they hold.")
     batch_size: int = Field(64, gt=0, le=4096)
     cache_size: int = Field(4096, ge=0, description="LRU entries keyed by (model, text).")
+    share_passes: bool = Field(True, description="Concurrent callers in one process share "
+                               "a forward pass (up to batch_size texts), so concurrent "
+                               "searches are embedded together (embed/batching.py).")
 
     @model_validator(mode="after")
     def _check_runtime(self) -> Self:

@@ -7,7 +7,9 @@ number of these share all state; on the embedded default one process owns `data_
 from __future__ import annotations
 
 import logging
+import signal
 from pathlib import Path
+from types import FrameType
 
 from memray.api.app import ApiLimits, build_api
 from memray.api.auth import ReloadingKeys
@@ -15,6 +17,10 @@ from memray.config import MemoryConfig
 from memray.core.memory import Memory
 
 log = logging.getLogger(__name__)
+
+
+def _note(signum: int, frame: FrameType | None) -> None:
+    log.info("signal %d: shutting down", signum)
 
 
 def run_api(config: MemoryConfig, keys_file: str | Path, *, host: str = "127.0.0.1",
@@ -31,7 +37,14 @@ def run_api(config: MemoryConfig, keys_file: str | Path, *, host: str = "127.0.0
         async def ready() -> None:
             print(f"memray api: ready on http://{host}:{port}", flush=True)
 
+        # uvicorn shuts down gracefully on SIGTERM/SIGINT and then raises the signal again
+        # for its previous handler: with the default one the process dies right there,
+        # before `Memory` is closed (a milvus-lite dir is left with a torn WAL). A handler
+        # of our own turns that second delivery into a no-op, so the close below runs.
+        previous = {sig: signal.signal(sig, _note) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             server.run()
         finally:
             app.state.jobs.close()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)

@@ -13,6 +13,7 @@ from memray.core.session import SessionMemory
 from memray.core.versions import SeenVersions
 from memray.core.writepath import WritePath
 from memray.embed.base import Embedder
+from memray.embed.batching import BatchingEmbedder
 from memray.embed.cache import CachedEmbedder
 from memray.embed.hashing import HashingEmbedder
 from memray.embed.sentence import SentenceTransformerEmbedder
@@ -27,7 +28,8 @@ from memray.store.sqlite_log import SQLiteEventLog
 
 
 def build_embedder(cfg: MemoryConfig) -> Embedder:
-    """The configured embedder (not opened), behind an LRU cache when cache_size > 0.
+    """The configured embedder (not opened): concurrent callers sharing passes, behind an
+    LRU cache when cache_size > 0.
     Every process that embeds builds it here: Memory, the batch actors, the Serve replica."""
     e = cfg.embedder
     inner: Embedder
@@ -42,6 +44,8 @@ def build_embedder(cfg: MemoryConfig) -> Embedder:
         inner = SentenceTransformerEmbedder(model=e.model, model_path=e.model_path,
                                             device=e.device, batch_size=e.batch_size,
                                             fp16=e.device.startswith("cuda"), threads=e.threads)
+    if e.share_passes and e.provider != "hashing":
+        inner = BatchingEmbedder(inner, max_batch=e.batch_size)
     return CachedEmbedder(inner, size=e.cache_size) if e.cache_size else inner
 
 

@@ -60,6 +60,8 @@ from memray.store.rows import to_ms
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 _ACTIVE = (MemoryStatus.ACTIVE.value,)
+# Set to "open" while a process holds an embedded store, "closed" when it closes it.
+_EMBEDDED_STATE = "embedded_store_state"
 
 
 class Memory:
@@ -126,9 +128,25 @@ class Memory:
             self._install(self._embedder, store)
             assert self._applier is not None
             self._applier.drain()
+            self._recover_if_crashed(store, events)
             self._drainer = OutboxDrainer(self._drain_now, self.config.store.outbox_retry_s)
             self._drainer.start()
         return self
+
+    def _recover_if_crashed(self, store: VectorStore, events: EventLog) -> None:
+        """An embedded store whose last process never closed it (killed, power lost) may
+        have lost its latest writes (milvus-lite keeps them in a WAL that a crash can
+        tear), while the log holds them as applied: the doctor rebuilds what is missing
+        from the log before anything is read."""
+        if not getattr(store, "is_embedded", False) or getattr(events, "shared", False):
+            return
+        if events.get_meta(_EMBEDDED_STATE) == "open":
+            log.warning("%s was not closed by the last process that used it; checking the "
+                        "vector store against the event log", self.config.data_dir)
+            report = self.doctor(repair=True)
+            log.warning("recovered: %d problem(s) found and repaired, %d left",
+                        sum(u.problems for u in report.users), report.problems)
+        events.set_meta(_EMBEDDED_STATE, "open")
 
     def _drain_now(self) -> None:
         applier = self._applier
@@ -236,6 +254,9 @@ class Memory:
             self._applier = self._writer = self._hot = self._live = None
             self._sessions.clear()
             self._store.close()
+            if getattr(self._store, "is_embedded", False) and \
+                    not getattr(self._events, "shared", False):
+                self._events.set_meta(_EMBEDDED_STATE, "closed")
             for retired in self._retired:
                 retired.close()
             self._retired.clear()

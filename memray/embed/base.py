@@ -29,3 +29,25 @@ class Embedder(Protocol):
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         """One unit-length row per text, shape (len(texts), dim)."""
+
+
+class InFront:
+    """An embedder in front of another (a cache, shared passes): the same model,
+    dimension and lifecycle as the one behind it."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self._inner = inner
+
+    @property
+    def model(self) -> str:
+        return self._inner.model
+
+    @property
+    def dim(self) -> int:
+        return self._inner.dim
+
+    def open(self) -> None:
+        self._inner.open()
+
+    def close(self) -> None:
+        self._inner.close()

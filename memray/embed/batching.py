@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memray.embed.base import Embedder, Matrix
+from memray.embed.base import Embedder, InFront, Matrix
 
 
 @dataclass
@@ -26,27 +26,14 @@ class _Request:
     done: bool = False
 
 
-class BatchingEmbedder:
+class BatchingEmbedder(InFront):
     def __init__(self, inner: Embedder, *, max_batch: int = 64) -> None:
-        self._inner, self._max = inner, max_batch
+        super().__init__(inner)
+        self._max = max_batch
         self._cv = threading.Condition()
         self._queue: list[_Request] = []
         self._running = False
         self.batches = 0  # forward passes run (for tests and benches)
-
-    @property
-    def model(self) -> str:
-        return self._inner.model
-
-    @property
-    def dim(self) -> int:
-        return self._inner.dim
-
-    def open(self) -> None:
-        self._inner.open()
-
-    def close(self) -> None:
-        self._inner.close()
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         if len(texts) >= self._max:  # a batch on its own already

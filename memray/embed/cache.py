@@ -8,32 +8,19 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from memray.embed.base import Embedder, Matrix
+from memray.embed.base import Embedder, InFront, Matrix
 
 
-class CachedEmbedder:
+class CachedEmbedder(InFront):
     """Misses are embedded in one batch; hits are copied out of the cache."""
 
     def __init__(self, inner: Embedder, *, size: int = 4096) -> None:
-        self._inner, self._size = inner, size
+        super().__init__(inner)
+        self._size = size
         self._cache: OrderedDict[tuple[str, str], Matrix] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
-
-    @property
-    def model(self) -> str:
-        return self._inner.model
-
-    @property
-    def dim(self) -> int:
-        return self._inner.dim
-
-    def open(self) -> None:
-        self._inner.open()
-
-    def close(self) -> None:
-        self._inner.close()
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         model = self._inner.model

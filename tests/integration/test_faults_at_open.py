@@ -46,3 +46,28 @@ def test_damaged_lite_dir_is_named_and_rebuilt_from_the_log(tmp_path: Path,
         assert sorted(r.content for r in m.get_all(user_id="u").items) == \
             ["I like oolong tea", "我住在杭州"]
         assert m.search("tea", user_id="u")[0].memory.content == "I like oolong tea"
+
+
+def test_a_store_left_open_by_a_crash_is_rebuilt_from_the_log(tmp_path: Path,
+                                                              embedder: CachedEmbedder) -> None:
+    cfg = MemoryConfig(data_dir=str(tmp_path / "d"))
+    with Memory(cfg, embedder=embedder) as m:
+        added = m.add([{"role": "user", "content": t} for t in ("I like oolong tea",
+                                                               "I keep bees", "我住在杭州")],
+                      user_id="u", infer=False).memories
+        engine = m.engine()
+        # what a torn milvus-lite WAL loses: rows the log holds as applied
+        engine.store.delete("u", [added[0].id, added[2].id])
+    from memray.core.memory import _EMBEDDED_STATE
+    from memray.store.sqlite_log import SQLiteEventLog
+
+    log = SQLiteEventLog(str(tmp_path / "d" / "events.sqlite3"), dim=embedder.dim)
+    log.open()
+    assert log.get_meta(_EMBEDDED_STATE) == "closed"  # a clean close says so
+    log.set_meta(_EMBEDDED_STATE, "open")  # ... and a crash never gets to
+    log.close()
+    with Memory(cfg, embedder=embedder) as again:
+        assert sorted(r.id for r in again.get_all(user_id="u").items) == \
+            sorted(r.id for r in added)
+        assert again.search("tea", user_id="u")[0].memory.id == added[0].id
+        assert not again.doctor().problems

@@ -10,14 +10,15 @@ from pydantic import ValidationError
 
 from memray import ConfigError, MemoryConfig
 from memray.core.factory import build_embedder, embedder_runtime
+from memray.embed.batching import BatchingEmbedder
 from memray.embed.cache import CachedEmbedder
 from memray.embed.onnx import OnnxEmbedder, read_spec
 from memray.embed.sentence import SentenceTransformerEmbedder
 
 
 def _built(embedder: dict[str, object]) -> object:
-    return build_embedder(MemoryConfig.model_validate({"embedder": {**embedder,
-                                                                     "cache_size": 0}}))
+    return build_embedder(MemoryConfig.model_validate({"embedder": {
+        **embedder, "cache_size": 0, "share_passes": False}}))
 
 
 def test_auto_picks_onnx_on_cpu_and_torch_when_forced_or_on_a_gpu() -> None:
@@ -30,10 +31,12 @@ def test_auto_picks_onnx_on_cpu_and_torch_when_forced_or_on_a_gpu() -> None:
 
 
 def test_the_cache_stays_in_front_and_threads_reach_the_embedder() -> None:
-    cfg = MemoryConfig.model_validate({"embedder": {"threads": 3}})
+    cfg = MemoryConfig.model_validate({"embedder": {"threads": 3, "batch_size": 32}})
     built = build_embedder(cfg)
     assert isinstance(built, CachedEmbedder)
-    inner = built._inner
+    shared = built._inner  # concurrent callers share passes behind the cache
+    assert isinstance(shared, BatchingEmbedder) and shared._max == 32
+    inner = shared._inner
     assert isinstance(inner, OnnxEmbedder) and inner._threads == 3
 
 
