@@ -293,6 +293,12 @@ def serve(config: str) -> int:
               file=sys.stderr)
         return 2
     env = {**os.environ, "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled")}
+    http = (yaml.safe_load(Path(config).read_text(encoding="utf-8")) or {}).get(
+        "http_options") or {}
+    print(f"memray serve: starting {config}; the API answers on http://"
+          f"{http.get('host', '127.0.0.1')}:{http.get('port', 8000)} (docs at /docs, the "
+          "memory page at /ui) once Ray prints \"Deployed app ... successfully\"",
+          file=sys.stderr, flush=True)
     os.execve(exe, [str(exe), "run", config], env)
 
 
