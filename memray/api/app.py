@@ -7,7 +7,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -17,7 +17,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Match
 
 from memray.api import schemas as s
-from memray.api.auth import ApiKey, KeySource, presented_key, require_scope
+from memray.api.auth import KeySource, require_scope
+from memray.api.deps import Key, Mem
 from memray.api.errors import ApiError, error_response
 from memray.api.guard import Guard
 from memray.api.jobs import JobQueue
@@ -102,26 +103,13 @@ def _install_metrics(app: FastAPI) -> None:
         return response
 
 
-def _principal(request: Request, authorization: Annotated[str | None, Header()] = None,
-               x_api_key: Annotated[str | None, Header()] = None) -> ApiKey:
-    keys: KeySource = request.app.state.keys
-    return keys.authenticate(presented_key(authorization, x_api_key))
-
-
-def _memory(request: Request) -> Memory:
-    memory: Memory = request.app.state.memory
-    return memory
-
-
 def _jobs(request: Request) -> JobQueue:
     jobs: JobQueue = request.app.state.jobs
     return jobs
 
 
-Key = Annotated[ApiKey, Depends(_principal)]
 MinVersion = Annotated[int | None, Query(ge=0, description="Read at least this memory "
                                          "version of the user; 409 if not reached.")]
-Mem = Annotated[Memory, Depends(_memory)]
 Jobs = Annotated[JobQueue, Depends(_jobs)]
 router = APIRouter()
 

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field
 
-from memray.api.auth import ApiKey, KeySource, presented_key, require_scope
+from memray.api.auth import ApiKey, require_scope
+from memray.api.deps import Key
 from memray.api.errors import ApiError
 from memray.compat import mem0 as compat
 from memray.errors import InvalidInputError
@@ -34,17 +35,10 @@ router = APIRouter(tags=["mem0 compatibility"])
 _BODY = ConfigDict(extra="forbid")
 
 
-def _key(request: Request, authorization: Annotated[str | None, Header()] = None,
-         x_api_key: Annotated[str | None, Header()] = None) -> ApiKey:
-    keys: KeySource = request.app.state.keys
-    return keys.authenticate(presented_key(authorization, x_api_key))
-
-
 def _mem0(request: Request) -> compat.Memory:
     return compat.Memory(request.app.state.memory)
 
 
-Key = Annotated[ApiKey, Depends(_key)]
 Mem0 = Annotated[compat.Memory, Depends(_mem0)]
 
 

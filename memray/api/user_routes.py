@@ -9,31 +9,17 @@ reads. `?refresh=true` on the profile rebuilds it now (with the LLM when configu
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Header, Request
+from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 
-from memray.api.auth import ApiKey, KeySource, presented_key, require_scope
+from memray.api.auth import require_scope
+from memray.api.deps import Key, Mem
 from memray.api.errors import ApiError
 from memray.core.doctor import UserReport
-from memray.core.memory import Memory
 from memray.core.profile import Profile
 
-
-def _key(request: Request, authorization: Annotated[str | None, Header()] = None,
-         x_api_key: Annotated[str | None, Header()] = None) -> ApiKey:
-    keys: KeySource = request.app.state.keys
-    return keys.authenticate(presented_key(authorization, x_api_key))
-
-
-def _memory(request: Request) -> Memory:
-    memory: Memory = request.app.state.memory
-    return memory
-
-
-Key = Annotated[ApiKey, Depends(_key)]
-Mem = Annotated[Memory, Depends(_memory)]
 router = APIRouter()
 
 

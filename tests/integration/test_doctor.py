@@ -5,20 +5,17 @@ over HTTP on 127.0.0.1."""
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
-import uvicorn
 import yaml
+from test_api_http import Served
 
 from memray import Memory, MemoryConfig
-from memray.api.app import build_api
+from memray.api.app import ApiLimits
 from memray.api.auth import ApiKey, KeyRing, hash_key
 from memray.cli import main as cli
 from memray.core.doctor import UserReport, describe
@@ -210,32 +207,6 @@ KEYS = KeyRing(keys=[ApiKey(name="admin", sha256=hash_key(ADMIN), admin=True),
                      ApiKey(name="alice", sha256=hash_key(ALICE), users=["alice"])])
 
 
-class Served:
-    """The API under uvicorn on 127.0.0.1 (port chosen by the OS), in a thread."""
-
-    def __init__(self, memory: Memory) -> None:
-        self.app = build_api(memory, KEYS)
-        self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=0,
-                                                    log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> httpx.Client:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            assert time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.05)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
-        return self.client
-
-    def __exit__(self, *exc: object) -> None:
-        self.client.close()
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
-        self.app.state.jobs.close()
-
-
 def auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
@@ -244,7 +215,7 @@ def test_http_doctor_scoped_and_repair_admin_only(memory: Memory) -> None:
     mid = memory.add("I live in Hangzhou", user_id="alice", infer=False).events[0].memory_id
     memory.add("I live in Paris", user_id="bob", infer=False)
     memory.engine().store.delete("alice", [mid])
-    with Served(memory) as http:
+    with Served(memory, keys=KEYS, limits=ApiLimits()) as http:
         r = http.get("/v1/users/alice/doctor", headers=auth(ALICE))
         assert r.status_code == 200, r.text
         body = UserReport.model_validate(r.json())
