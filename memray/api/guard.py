@@ -95,16 +95,22 @@ class Guard:
             await response(scope, receive, send)
             self._audit(scope, None, exc.status, None)
             return
-        status: list[int] = []
+        tool = _mcp_tool(body) if scope["path"].rstrip("/").endswith("/mcp") else None
+        audited: list[bool] = []
 
+        # The line is written before the response leaves, so a caller who has the answer
+        # can already read its audit line (after the body it raced the next request).
         async def watch(message: Message) -> None:
             if message["type"] == "http.response.start":
-                status.append(int(message["status"]))
+                audited.append(True)
+                self._audit(scope, token, int(message["status"]), tool)
             await send(message)
 
-        await self.app(scope, receive, watch)
-        tool = _mcp_tool(body) if scope["path"].rstrip("/").endswith("/mcp") else None
-        self._audit(scope, token, status[0] if status else 500, tool)
+        try:
+            await self.app(scope, receive, watch)
+        finally:
+            if not audited:
+                self._audit(scope, token, 500, tool)
 
     @staticmethod
     def _check_url(scope: Scope, limits: Limits) -> None:
