@@ -141,6 +141,8 @@ def _bench_parser(sub: Any) -> None:
                    "(store.postgres_dsn): with --milvus-uri, hot set `auto` turns on")
     r.add_argument("--query-users", type=int, default=None, help="queries cycle over the "
                    "first N users (default: all users, each query a different user)")
+    r.add_argument("--runtime", choices=["auto", "onnx", "torch"], default="auto",
+                   help="embedder.runtime (default auto: ONNX Runtime on CPU)")
     lo = bench.add_parser("locomo", help="LoCoMo retrieval recall (recall@k, all@k, MRR)")
     lo.add_argument("--data", required=True, help="a LoCoMo JSON file")
     lo.add_argument("--mode", choices=["turns", "observations"], default="turns")
@@ -158,6 +160,8 @@ def _bench_parser(sub: Any) -> None:
     ig.add_argument("--users", type=int, default=200)
     ig.add_argument("--turns", type=int, default=40, help="user turns per user")
     ig.add_argument("--num-cpus", type=int, default=None)
+    ig.add_argument("--runtime", choices=["auto", "onnx", "torch"], default="auto",
+                    help="embedder.runtime of both the raw embedder and the job")
     mg = bench.add_parser("migrate", help="re-embed throughput and failed reads during a "
                           "migration to all-mpnet-base-v2")
     mg.add_argument("--users", type=int, default=50)
@@ -476,7 +480,7 @@ def bench_recall(args: argparse.Namespace) -> int:
                                  queries=args.queries, milvus_uri=args.milvus_uri,
                                  data_dir=args.data_dir, hot_set=args.hot_set,
                                  postgres_dsn=args.postgres_dsn,
-                                 query_users=args.query_users),
+                                 query_users=args.query_users, runtime=args.runtime),
                  progress=lambda line: print(line, file=sys.stderr))
     print(json.dumps(result, indent=2))
     return 0

@@ -66,12 +66,13 @@ def ingest(ns: argparse.Namespace) -> dict[str, Any]:
     from memray.batch.config import BackfillArgs, PoolArgs, RayArgs
     from memray.batch.runtime import ray_session
     from memray.config import MemoryConfig
-    from memray.core.factory import build_embedder
+    from memray.core.factory import build_embedder, embedder_runtime
 
     with tempfile.TemporaryDirectory() as tmp:
         logs = Path(tmp) / "logs.parquet"
         texts = _logs(logs, ns.users, ns.turns)
-        cfg = MemoryConfig(data_dir=str(Path(tmp) / "data"))
+        cfg = MemoryConfig.model_validate({"data_dir": str(Path(tmp) / "data"),
+                                           "embedder": {"runtime": getattr(ns, "runtime", "auto")}})
         raw = build_embedder(cfg.model_copy(update={"embedder": cfg.embedder.model_copy(
             update={"cache_size": 0})}))
         raw.open()
@@ -92,7 +93,8 @@ def ingest(ns: argparse.Namespace) -> dict[str, Any]:
             result = backfill.run(args)
             job_s = time.perf_counter() - t0
     written = int(result.get("op_add", 0))
-    return {"texts": len(texts), "users": ns.users, "raw_embed_per_s": round(raw_rate, 1),
+    return {"texts": len(texts), "users": ns.users,
+            "runtime": embedder_runtime(cfg.embedder), "raw_embed_per_s": round(raw_rate, 1),
             "backfill_per_s": round(written / job_s, 1), "memories_written": written,
             "ratio": round(written / job_s / raw_rate, 3), "job_seconds": round(job_s, 1)}
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from memray.config import MemoryConfig
-from memray.core.factory import build_embedder, build_store
+from memray.core.factory import build_embedder, build_store, embedder_runtime
 from memray.core.ids import new_id
 from memray.core.memory import Memory
 from memray.models import MemoryRecord, MemoryType, content_hash, utcnow
@@ -36,6 +36,7 @@ class RecallBenchArgs:
     hot_set: str = "auto"
     postgres_dsn: str | None = None  # the shared log: hot set `auto` is on for a server
     query_users: int | None = None  # queries cycle over the first N users; None: all
+    runtime: str = "auto"  # embedder.runtime: auto | onnx | torch
 
 
 def percentiles(samples_ms: list[float]) -> dict[str, float]:
@@ -96,7 +97,8 @@ def run(args: RecallBenchArgs, progress: Callable[[str], None] = print) -> dict[
                                  "alias": f"bench_{args.users}x{args.per_user}",
                                  "collection_prefix": f"bench_{args.users}x{args.per_user}"}
     cfg = MemoryConfig.model_validate({"data_dir": data_dir, "store": store_cfg,
-                                       "embedder": {"cache_size": 0},
+                                       "embedder": {"cache_size": 0,
+                                                    "runtime": args.runtime},
                                        "recall": {"hot_set": args.hot_set}})
     embedder = build_embedder(cfg)
     embedder.open()
@@ -135,6 +137,7 @@ def run(args: RecallBenchArgs, progress: Callable[[str], None] = print) -> dict[
     retrieval_ms = [t - e for t, e in zip(total_ms, embed_ms, strict=True)]
     return {
         "mode": "server" if args.milvus_uri else "lite", "hot_set": hot,
+        "runtime": embedder_runtime(cfg.embedder),
         "log": "postgres" if args.postgres_dsn else "sqlite", "query_users": pool,
         "hot_set_loads": hot_loads,
         "users": args.users, "per_user": args.per_user, "rows": args.users * args.per_user,

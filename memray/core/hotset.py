@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +31,23 @@ def _unit(vector: Vector) -> Vector:
     v = np.asarray(vector, dtype=np.float32)
     out: Vector = v / max(float(np.linalg.norm(v)), 1e-12)
     return out
+
+
+def best_first(scores: np.ndarray, want: int, *, above: float | None = None) -> Iterator[int]:
+    """Row indices by descending score, ties by index (a stable argsort's order), read
+    lazily: the best `4 * want` rows are sorted first and more only if the caller reads on
+    (its filter rejects rows). With `above`, only rows scoring more than it."""
+    rows = np.flatnonzero(scores > above) if above is not None else np.arange(len(scores))
+    done, k = 0, max(4 * want, 16)
+    while done < len(rows):
+        if k >= len(rows):
+            top = rows
+        else:  # every row at least as good as the k-th: a prefix of the full order
+            kth = np.partition(scores[rows], len(rows) - k)[len(rows) - k]
+            top = rows[scores[rows] >= kth]
+        top = top[np.lexsort((top, -scores[top]))]
+        yield from (int(i) for i in top[done:])
+        done, k = len(top), k * 4
 
 
 @dataclass
@@ -58,7 +75,8 @@ class _Entry:
         sims = self.matrix @ (q / max(float(np.linalg.norm(q)), 1e-12))
         lex = self.keyword_scores(query)
         picked: dict[int, None] = {}
-        for order in (np.argsort(-sims, kind="stable"), np.argsort(-lex, kind="stable")):
+        # Rows without a query word are no keyword candidates (they would come in by row order).
+        for order in (best_first(sims, limit), best_first(lex, limit, above=0.0)):
             taken = 0
             for i in order:
                 if taken == limit:
@@ -88,7 +106,7 @@ class _Entry:
         q = q / max(float(np.linalg.norm(q)), 1e-12)
         sims = self.matrix @ q
         out: Hits = []
-        for i in np.argsort(-sims, kind="stable"):
+        for i in best_first(sims, limit):
             if matches(self.records[i], user_id, where):
                 out.append((self.records[i], float(sims[i])))
                 if len(out) == limit:

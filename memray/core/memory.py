@@ -521,7 +521,8 @@ class Memory:
         if topics and len(candidates) >= limit:  # fewer: every memory is a candidate already
             candidates += self._topic_candidates(search, vector, where, topics,
                                                  {r.id for r, _ in candidates})
-        topic_ids = frozenset(r.id for r, _ in candidates if topics & self._topics_of(r))
+        topic_ids = frozenset(r.id for r, _ in candidates
+                              if topics and topics & self._topics_of(r))
         if floor is not None:  # a plain floor, no exceptions; topic matches still rank up
             return rank([c for c in candidates if c[1] >= floor], recall, now=utcnow(),
                         threshold=floor, cap=cap, intent_ids=topic_ids, keyword=keyword)

@@ -116,6 +116,10 @@ class OnnxEmbedder:
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = self._threads or 0
         opts.inter_op_num_threads = 1
+        # Idle pool threads spin for a while after each run by default; between the queries
+        # of a recall that spinning takes the cores the store's search needs (measured:
+        # retrieval 3.7 -> 6.4 ms p50 on 2 cores beside a spinning pool).
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
             session = ort.InferenceSession(graph.data, sess_options=opts,
                                            providers=["CPUExecutionProvider"])
