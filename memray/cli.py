@@ -202,8 +202,10 @@ def _bench_serve_parser(bench: Any) -> None:
     b = bench.add_parser("serve", help="bounded HTTP load on 127.0.0.1 against the Serve app, "
                          "or (--milvus-uri + --postgres-dsn) against `memray api` replicas")
     b.add_argument("--clients", type=int, default=20)
-    b.add_argument("--seconds", type=float, default=None, help="per configuration; "
-                   "default 60 (Serve), 20 (replicas)")
+    b.add_argument("--seconds", type=float, default=None, help="per load; default 30 "
+                   "(Serve: search with --clients, search with 1, mixed), 20 (replicas)")
+    b.add_argument("--add-share", type=float, default=0.1,
+                   help="the share of adds in the mixed load (default 0.1)")
     b.add_argument("--users", type=int, default=50)
     b.add_argument("--url", default=None, help="a running app on 127.0.0.1; default: start one")
     b.add_argument("--key", default="mr_local_dev_key")
@@ -437,11 +439,13 @@ def bench_serve(args: argparse.Namespace) -> int:
         return _bench_serve_cluster(args)
     from memray.bench.serve import ServeBenchArgs, run
 
-    seconds = 60.0 if args.seconds is None else args.seconds
+    seconds = 30.0 if args.seconds is None else args.seconds
     result = run(ServeBenchArgs(clients=args.clients, seconds=seconds, users=args.users,
-                                url=args.url, key=args.key, config=args.config))
+                                url=args.url, key=args.key, config=args.config,
+                                add_share=args.add_share))
     print(json.dumps(result, indent=2))
-    return 0 if result["errors"] == 0 else 1
+    errors = sum(result[p]["errors"] for p in ("search", "one_client", "mixed"))
+    return 0 if errors == 0 else 1
 
 
 def _bench_serve_cluster(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@
     ├── ConfigError                             a config that cannot work
     ├── ExtractionError                         the extractor (LLM) failed; nothing was written
     ├── StaleReadError                          a read asked for a memory version not reached
+    ├── EmbedderUnavailableError                a remote embedder failed or did not answer
     └── StoreError                              the vector store or event log failed
         ├── DimensionMismatchError              data made by another embedding model/dimension
         ├── StoreUnavailableError               the store cannot be reached or opened
@@ -35,6 +36,11 @@ class MemoryNotFoundError(MemrayError, KeyError):
 
     def __str__(self) -> str:  # KeyError would repr() the message.
         return str(self.args[0]) if self.args else "memory not found"
+
+
+class EmbedderUnavailableError(MemrayError):
+    """A remote embedder (the Serve embedding deployment) failed or did not answer in
+    time; nothing was written."""
 
 
 class ConfigError(MemrayError, ValueError):

@@ -155,25 +155,58 @@ def _resolve(memory: Any) -> _Active | None:
 
 
 # -- memory operations -----------------------------------------------------------------
+class _Call:
+    """The span of one memory call, entered with the call's user and query (content)."""
+
+    def __init__(self, span: Span, call: dict[str, Any]) -> None:
+        self._span, self._call = span, call
+
+    def __enter__(self) -> Span:
+        span, call = self._span.__enter__(), self._call
+        span.content("user.id", lambda: _text(call.get("user_id")))
+        if isinstance(call.get("query"), str):
+            span.content("gen_ai.memory.query.text", lambda: call["query"])
+        return span
+
+    def __exit__(self, *exc: Any) -> None:
+        self._span.__exit__(*exc)
+
+
 def memory_operation(operation: str) -> Callable[[F], F]:
     """Decorate a public `Memory` method: one `gen_ai.memory.client` span per call."""
     def wrap(fn: F) -> F:
         signature = inspect.signature(fn)
 
-        @functools.wraps(fn)
-        def traced(self: Any, *args: Any, **kwargs: Any) -> Any:
+        def opened(self: Any, args: Any, kwargs: Any) -> _Call | None:
             active = _resolve(self)
             if active is None or _current.get() is not None:
-                return fn(self, *args, **kwargs)
+                return None
             call = signature.bind(self, *args, **kwargs).arguments
             attributes = {"gen_ai.operation.name": operation, "memray.method": fn.__name__,
                           "gen_ai.memory.store.id": self.config.store.alias}
             if isinstance(call.get("memory_id"), str):
                 attributes["gen_ai.memory.record.id"] = call["memory_id"]
-            with Span(active, operation, "INTERNAL", attributes) as span:
-                span.content("user.id", lambda: _text(call.get("user_id")))
-                if isinstance(call.get("query"), str):
-                    span.content("gen_ai.memory.query.text", lambda: call["query"])
+            return _Call(Span(active, operation, "INTERNAL", attributes), call)
+
+        if inspect.iscoroutinefunction(fn):
+            @functools.wraps(fn)
+            async def traced_async(self: Any, *args: Any, **kwargs: Any) -> Any:
+                traced_call = opened(self, args, kwargs)
+                if traced_call is None:
+                    return await fn(self, *args, **kwargs)
+                with traced_call as span:
+                    result = await fn(self, *args, **kwargs)
+                    _describe(span, result)
+                    return result
+
+            return cast(F, traced_async)
+
+        @functools.wraps(fn)
+        def traced(self: Any, *args: Any, **kwargs: Any) -> Any:
+            traced_call = opened(self, args, kwargs)
+            if traced_call is None:
+                return fn(self, *args, **kwargs)
+            with traced_call as span:
                 result = fn(self, *args, **kwargs)
                 _describe(span, result)
                 return result

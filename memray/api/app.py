@@ -4,7 +4,6 @@ check scope and call `Memory`; errors are mapped by `errors.error_response`."""
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
@@ -15,16 +14,18 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Match
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memray.api import schemas as s
 from memray.api.auth import KeySource, require_scope
-from memray.api.deps import Key, Mem
+from memray.api.deps import AsyncMem, Key, Mem
 from memray.api.errors import ApiError, error_response
 from memray.api.guard import Guard
 from memray.api.jobs import JobQueue
 from memray.api.mem0_routes import router as mem0_router
 from memray.api.ui_routes import router as ui_router
 from memray.api.user_routes import router as user_router
+from memray.core.aio import AsyncMemory
 from memray.core.memory import Memory
 from memray.errors import MemrayError
 from memray.mcp.http import mcp_router
@@ -59,6 +60,7 @@ def build_api(memory: Memory, keys: KeySource, *, limits: ApiLimits | None = Non
     app = FastAPI(title="memray", version="1", description="Long-term memory for AI agents.")
     s.document_errors(app)
     app.state.memory, app.state.keys = memory, keys
+    app.state.async_memory = AsyncMemory(memory)
     app.state.limits = limits or ApiLimits()
 
     def run_add(request: dict[str, Any]) -> dict[str, Any]:
@@ -87,23 +89,36 @@ def _install_metrics(app: FastAPI) -> None:
     latency = Histogram("memray_request_seconds", "Request latency", ["route"],
                         registry=registry)
     app.state.registry = registry
-    limit = app.state.limits.max_body_bytes
-
-    @app.middleware("http")
-    async def measure(request: Request,
-                      call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        size = request.headers.get("content-length")
-        if size is not None and (not size.isdigit() or int(size) > limit):
-            return error_response(ApiError(413, "payload_too_large", f"body over {limit} bytes"))
-        start = time.perf_counter()
-        response = await call_next(request)
-        name = getattr(request.scope.get("route"), "path", "unmatched")
-        latency.labels(name).observe(time.perf_counter() - start)
-        requests.labels(name, str(response.status_code)).inc()
-        return response
+    app.add_middleware(_Metrics, requests=requests, latency=latency)
 
 
-def _jobs(request: Request) -> JobQueue:
+class _Metrics:
+    """Requests and latency per route: plain ASGI (no task and stream per request, as
+    `@app.middleware` would cost). The guard in front of it has already bounded the body."""
+
+    def __init__(self, app: ASGIApp, *, requests: Counter, latency: Histogram) -> None:
+        self.app, self._requests, self._latency = app, requests, latency
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start, status = time.perf_counter(), [500]
+
+        async def watch(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        finally:
+            name = getattr(scope.get("route"), "path", "unmatched")  # set by the router
+            self._latency.labels(name).observe(time.perf_counter() - start)
+            self._requests.labels(name, str(status[0])).inc()
+
+
+async def _jobs(request: Request) -> JobQueue:
     jobs: JobQueue = request.app.state.jobs
     return jobs
 
@@ -161,22 +176,21 @@ async def job(job_id: str, user_id: s.UserIdQuery, key: Key, jobs: Jobs) -> Any:
 
 @router.post("/v1/memories/search", response_model=s.SearchResponse,
              responses=s.error_responses(409))
-async def search(req: s.SearchRequest, key: Key, memory: Mem) -> Any:
+async def search(req: s.SearchRequest, key: Key, memory: AsyncMem) -> Any:
     require_scope(key, req.user_id)
-    hits = await run_in_threadpool(lambda: memory.search(
+    hits = await memory.search(
         req.query, user_id=req.user_id, top_k=req.top_k,
         filters=req.filters.model_dump(mode="json", exclude_none=True) if req.filters else None,
-        threshold=req.threshold, min_version=req.min_version))
+        threshold=req.threshold, min_version=req.min_version)
     return {"results": hits}
 
 
 @router.post("/v1/context", response_model=s.ContextResponse,
              responses=s.error_responses(409))
-async def context(req: s.ContextRequest, key: Key, memory: Mem) -> Any:
+async def context(req: s.ContextRequest, key: Key, memory: AsyncMem) -> Any:
     require_scope(key, req.user_id)
-    text = await run_in_threadpool(lambda: memory.context(
-        req.query, user_id=req.user_id, session_id=req.session_id,
-        min_version=req.min_version))
+    text = await memory.context(req.query, user_id=req.user_id, session_id=req.session_id,
+                                min_version=req.min_version)
     return {"context": text}
 
 

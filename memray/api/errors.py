@@ -11,6 +11,7 @@ from starlette.responses import JSONResponse
 from memray.errors import (
     ConfigError,
     DimensionMismatchError,
+    EmbedderUnavailableError,
     ExtractionError,
     InvalidInputError,
     MemoryNotFoundError,
@@ -54,6 +55,8 @@ def _classify(exc: Exception) -> tuple[int, str, object]:
         return 409, "version_not_reached", str(exc)
     if isinstance(exc, ExtractionError):
         return 502, "extraction_failed", str(exc)
+    if isinstance(exc, EmbedderUnavailableError):
+        return 503, "embedder_unavailable", str(exc)
     if isinstance(exc, DimensionMismatchError):
         return 500, "store_misconfigured", str(exc)
     if isinstance(exc, StoreUnavailableError | StoreError):

@@ -35,7 +35,7 @@ router = APIRouter(tags=["mem0 compatibility"])
 _BODY = ConfigDict(extra="forbid")
 
 
-def _mem0(request: Request) -> compat.Memory:
+async def _mem0(request: Request) -> compat.Memory:
     return compat.Memory(request.app.state.memory)
 
 

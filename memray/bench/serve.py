@@ -2,8 +2,12 @@
 
 By default it starts the app itself from serve_configs/local.yaml (embedded milvus-lite,
 temp data dir, a free port) with Ray limited to this machine, seeds memories, then runs
-`clients` concurrent clients for `seconds`: each loops search (90%) and add (10%) for
-users spread over `users`. Every request has a timeout; the run stops by itself.
+three closed-loop loads of `seconds` each (after a short unrecorded warm-up): search only
+with `clients` clients, search only with one client, and the mixed load (`add_share` adds).
+Every search text is distinct, so no cache answers one. In the same run, before the app
+starts, it measures the two references the goals are stated against: the raw embedder's
+batched texts/s on the same kind of query texts, and one client of an in-process `Memory`
+seeded the same way. Every request has a timeout; the run stops by itself.
 With --milvus-uri and --postgres-dsn the same load runs against `memray api` replicas
 instead (memray/bench/cluster.py).
 """
@@ -22,7 +26,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +34,7 @@ import httpx
 import numpy as np
 import yaml
 
+_QUERIES = itertools.count()  # numbers search texts across every load of this process
 TOPICS = ["tea", "jazz", "chess", "hiking", "Python", "peanuts", "Hangzhou", "cats"]
 
 
@@ -43,6 +48,8 @@ class ServeBenchArgs:
     url: str | None = None
     key: str = "mr_local_dev_key"
     config: str = "serve_configs/local.yaml"
+    warmup_s: float = 3.0
+    references: bool = True  # the raw embedder and the in-process Memory (local app only)
 
 
 def _free_port() -> int:
@@ -109,9 +116,15 @@ class Load:
     timeout_s: float = 30.0
 
 
+def query_text(rng: random.Random, n: int) -> str:
+    """A search text no earlier one repeats (the n-th of the run), query-like in length."""
+    a, b = rng.sample(TOPICS, 2)
+    return f"what does the user think about {a} or {b}, question {n}?"
+
+
 async def _client(http: httpx.AsyncClient, load: Load, stop: float, rng: random.Random,
                   turn: Iterator[int], out: dict[str, list[float]],
-                  errors: list[str]) -> None:
+                  errors: list[str], queries: Iterator[int]) -> None:
     headers = {"Authorization": f"Bearer {load.key}"}
     while time.monotonic() < stop:
         user = rng.choice(load.users)
@@ -124,7 +137,7 @@ async def _client(http: httpx.AsyncClient, load: Load, stop: float, rng: random.
                                     "infer": False}
         else:
             op, path = "search", "/v1/memories/search"
-            body = {"user_id": user, "query": f"what does the user think about {topic}?"}
+            body = {"user_id": user, "query": query_text(rng, next(queries))}
         t0 = time.perf_counter()
         try:
             r = await http.post(base + path, json=body, headers=headers)
@@ -159,8 +172,8 @@ async def measure(load: Load) -> dict[str, Any]:
         turn = itertools.count()
         start = time.monotonic()
         stop = start + load.seconds
-        await asyncio.gather(*(_client(http, load, stop, random.Random(i), turn, out, errors)
-                               for i in range(load.clients)))
+        await asyncio.gather(*(_client(http, load, stop, random.Random(i), turn, out, errors,
+                                       _QUERIES) for i in range(load.clients)))
         elapsed = time.monotonic() - start
     done = sum(len(v) for v in out.values()) + len(errors)
     return {"clients": load.clients, "seconds": round(elapsed, 1), "requests": done,
@@ -172,9 +185,15 @@ async def measure(load: Load) -> dict[str, Any]:
 async def _load(base: str, args: ServeBenchArgs) -> dict[str, Any]:
     users = tuple(f"bench-{u}" for u in range(args.users))
     await seed(base, args.key, users, args.seed_per_user)
-    row = await measure(Load(bases=(base,), key=args.key, users=users, clients=args.clients,
-                             seconds=args.seconds, add_share=args.add_share))
-    return {"url": base, **row}
+    out: dict[str, Any] = {"url": base}
+    for name, clients, add_share in (("search", args.clients, 0.0), ("one_client", 1, 0.0),
+                                     ("mixed", args.clients, args.add_share)):
+        load = Load(bases=(base,), key=args.key, users=users, clients=clients,
+                    seconds=args.seconds, add_share=add_share)
+        if args.warmup_s:
+            await measure(replace(load, seconds=args.warmup_s))
+        out[name] = await measure(load)
+    return out
 
 
 def _pct(samples: list[float]) -> dict[str, float]:
@@ -185,10 +204,64 @@ def _pct(samples: list[float]) -> dict[str, float]:
                                   for p in (50, 95, 99)}}
 
 
+def references(args: ServeBenchArgs, memory: dict[str, Any]) -> dict[str, Any]:
+    """The raw embedder's batched texts/s (batches of 64, 2,048 query texts) and one
+    client's `Memory.search` p50 in this process, seeded as the app is (`memory`: the app's
+    MemoryConfig fields; a temp data dir)."""
+    from memray.config import MemoryConfig
+    from memray.core.factory import build_embedder
+    from memray.core.memory import Memory
+
+    rng = random.Random(7)
+    texts = [query_text(rng, n) for n in range(2048)]
+    with tempfile.TemporaryDirectory(prefix="memray-bench-ref-") as tmp:
+        cfg = MemoryConfig.model_validate({**memory, "data_dir": tmp})
+        raw = build_embedder(cfg.model_copy(update={"embedder": cfg.embedder.model_copy(
+            update={"cache_size": 0})}))
+        raw.open()
+        raw.embed(texts[:64])
+        t0 = time.perf_counter()
+        for i in range(0, len(texts), 64):
+            raw.embed(texts[i:i + 64])
+        rate = len(texts) / (time.perf_counter() - t0)
+        raw.close()
+        with Memory(cfg) as m:
+            for u in range(args.users):
+                m.add([{"role": "user", "content": f"fact {i}: I like {TOPICS[i % 8]}"}
+                       for i in range(args.seed_per_user)], user_id=f"bench-{u}", infer=False)
+            samples = []
+            for n in range(320):
+                t0 = time.perf_counter()
+                m.search(query_text(rng, n + 10_000), user_id=f"bench-{n % args.users}")
+                samples.append((time.perf_counter() - t0) * 1000)
+    return {"raw_embed_per_s": round(rate, 1), "in_process_search": _pct(samples[20:])}
+
+
+def summary(result: dict[str, Any]) -> dict[str, Any]:
+    """The issue's goals, each with the measured value beside it."""
+    search, one = result["search"], result["one_client"]
+    out: dict[str, Any] = {"search_rps": search["rps"], "search_p95_ms":
+                           search["search"].get("p95"), "errors": search["errors"]}
+    if "raw_embed_per_s" in result:
+        out["share_of_raw_embedder"] = round(search["rps"] / result["raw_embed_per_s"], 3)
+        p50 = result["in_process_search"].get("p50")
+        if p50 and one["search"].get("p50"):
+            out["one_client_p50_over_in_process"] = round(one["search"]["p50"] / p50, 2)
+    return out
+
+
 def run(args: ServeBenchArgs) -> dict[str, Any]:
     if args.url is not None:
         if not args.url.startswith(("http://127.", "http://localhost", "http://[::1]")):
             raise ValueError("memray bench serve sends load only to this machine (127.0.0.0/8)")
-        return asyncio.run(_load(args.url, args))
+        result = asyncio.run(_load(args.url, args))
+        return {**result, "summary": summary(result)}
+    refs: dict[str, Any] = {}
+    if args.references:
+        config = yaml.safe_load(Path(args.config).read_text(encoding="utf-8"))
+        app = next(a for a in config["applications"]
+                   if a["import_path"] == "memray.serve:build_app")
+        refs = references(args, app.get("args", {}).get("memory", {}))
     with local_server(args.config) as base:
-        return asyncio.run(_load(base, args))
+        result = {**refs, **asyncio.run(_load(base, args))}
+    return {**result, "summary": summary(result)}

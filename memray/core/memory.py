@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -62,6 +62,21 @@ T = TypeVar("T")
 _ACTIVE = (MemoryStatus.ACTIVE.value,)
 # Set to "open" while a process holds an embedded store, "closed" when it closes it.
 _EMBEDDED_STATE = "embedded_store_state"
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """A search checked and ready for its query vector (see `Memory.search_plan`)."""
+
+    uid: str
+    text: str
+    cap: int
+    floor: float | None
+    where: Where
+    embedder: Embedder
+    store: VectorStore
+    hot: HotSet | None
+    version: int
 
 
 class Memory:
@@ -489,6 +504,18 @@ class Memory:
         read at least that version of the user's memories, waiting up to
         `recall.min_version_wait_s`; StaleReadError if not reached.
         """
+        plan = self.search_plan(query, user_id=user_id, top_k=top_k, filters=filters,
+                                threshold=threshold, min_version=min_version)
+        if plan is None:
+            return []
+        return self.search_found(plan, plan.embedder.embed([plan.text])[0])
+
+    def search_plan(self, query: str, *, user_id: str, top_k: int | None = None,
+                    filters: dict[str, Any] | None = None, threshold: float | None = None,
+                    min_version: int | None = None) -> SearchPlan | None:
+        """`search` up to its query embedding: the arguments checked and the user's version
+        read (None: memory is disabled). `search_found` does the rest with the vector;
+        together they are `search`, split so an async caller can await the embedding."""
         uid = validate.user_id(user_id)
         text = validate.content(query, self.config.max_content_chars)
         cap = validate.positive_int(top_k if top_k is not None else
@@ -497,13 +524,20 @@ class Memory:
         where = Where(statuses=_ACTIVE, alive_at_ms=to_ms(utcnow()),
                       **search_filters.parse(filters))
         if not self.enabled:
-            return []
-        _, events, _ = self._parts()
+            return None
+        self._parts()
         self._follow_model()
         assert self._live is not None
         embedder, store, hot = self._live
         version = self._current(uid, min_version, store)
-        vector = embedder.embed([text])[0]
+        return SearchPlan(uid, text, cap, floor, where, embedder, store, hot, version)
+
+    def search_found(self, plan: SearchPlan, vector: Vector) -> list[SearchHit]:
+        """The rest of `search` once `plan.text` is embedded: candidates, the relevance
+        decision and the ranking."""
+        _, events, _ = self._parts()
+        uid, text, cap, floor, where = plan.uid, plan.text, plan.cap, plan.floor, plan.where
+        embedder, store, hot, version = plan.embedder, plan.store, plan.hot, plan.version
         recall = self.config.recall
         search = self._searcher(store, events, uid, hot, version)
         limit = max(recall.candidate_k, cap)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
@@ -14,9 +14,18 @@ from memray.config import MemoryConfig
 
 
 class EmbedderArgs(BaseModel):
-    """The embedding deployment. Replicas, CPUs and GPUs live in the YAML `deployments:`."""
+    """Where query and memory texts are embedded. `deployment`: a separate embedding
+    deployment the API calls (batched with `@serve.batch`; the GPU shape); its replicas,
+    CPUs and GPUs live in the YAML `deployments:` under `memray-embedder`. `replica`: each
+    API replica embeds in its own process with `memory.embedder` (no hop; concurrent
+    searches share forward passes): the faster choice on a CPU-only machine, where a hop
+    costs more than a batch saves."""
 
     model_config = ConfigDict(extra="forbid")
+
+    placement: Literal["deployment", "replica"] = Field(
+        "deployment", description="deployment: a separate embedding deployment; replica: "
+        "in each API replica's process (the rest of these fields are the deployment's).")
 
     max_batch_size: int = Field(32, gt=0, le=4096, description="@serve.batch size.")
     batch_wait_timeout_s: float = Field(0.005, ge=0, description="@serve.batch wait.")

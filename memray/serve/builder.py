@@ -12,11 +12,14 @@ from memray.serve.deployments import ApiIngress, EmbedderDeployment
 
 
 def build_app(args: dict[str, Any] | ServeArgs) -> Application:
-    """An application with the API ingress bound to a batched embedding deployment."""
+    """The API ingress, bound to a batched embedding deployment (`embedder.placement`
+    deployment) or embedding in its own replicas (`replica`)."""
     typed = args if isinstance(args, ServeArgs) else ServeArgs.model_validate(args or {})
     memory = typed.memory.model_dump(mode="json")
-    embedder = EmbedderDeployment.bind(  # type: ignore[attr-defined]
-        memory, typed.embedder.model_dump())
+    embedder = None
+    if typed.embedder.placement == "deployment":
+        embedder = EmbedderDeployment.bind(  # type: ignore[attr-defined]
+            memory, typed.embedder.model_dump())
     app: Application = ApiIngress.bind(  # type: ignore[attr-defined]
         typed.model_dump(mode="json"), embedder)
     return app

@@ -16,7 +16,14 @@ from memray.config import EmbedderConfig, MemoryConfig
 from memray.core.factory import build_embedder
 from memray.core.memory import Memory
 from memray.embed.base import Matrix
+from memray.errors import EmbedderUnavailableError
 from memray.serve.args import EmbedderArgs, ServeArgs
+
+
+def held_cpus() -> int:
+    """The CPUs this replica holds (at least 1): its embedding threads."""
+    held = ray.get_runtime_context().get_assigned_resources()  # type: ignore[no-untyped-call]
+    return max(1, int(held.get("CPU") or 1))
 
 
 @serve.deployment(name="memray-embedder")
@@ -27,11 +34,9 @@ class EmbedderDeployment:
         cfg, opts = ServeArgs(memory=memory).memory.embedder, EmbedderArgs(**embedder)
         # The same embedder as everywhere (ONNX Runtime on CPU, torch on GPU), with the
         # replica's device and batch size and as many threads as CPUs the replica holds.
-        held = ray.get_runtime_context().get_assigned_resources()  # type: ignore[no-untyped-call]
-        cpus = held.get("CPU") or 1
         self._model = build_embedder(MemoryConfig(embedder=EmbedderConfig.model_validate({
             **cfg.model_dump(), "device": opts.device, "batch_size": opts.max_batch_size,
-            "cache_size": 0, "threads": cfg.threads or max(1, int(cpus))})))
+            "cache_size": 0, "threads": cfg.threads or held_cpus()})))
         self._model.open()
         # @serve.batch's defaults are fixed at import; the YAML's values are set here.
         self.embed_batch.set_max_batch_size(opts.max_batch_size)  # type: ignore[attr-defined]
@@ -51,8 +56,9 @@ class EmbedderDeployment:
 
 
 class RemoteEmbedder:
-    """The `Embedder` interface over the embedding deployment. Called from worker threads
-    (the API runs core calls in a thread pool), so blocking on `.result()` is allowed."""
+    """The `Embedder` interface over the embedding deployment. `aembed` awaits the handle
+    (searches: many in flight on the replica's loop, so `@serve.batch` forms batches);
+    `embed` blocks on `.result()` and is called from worker threads only (writes)."""
 
     def __init__(self, handle: DeploymentHandle[Any], *, model: str, dim: int,
                  timeout_s: float) -> None:
@@ -75,8 +81,28 @@ class RemoteEmbedder:
     def embed(self, texts: Sequence[str]) -> Matrix:
         if not texts:
             return np.zeros((0, self._dim), dtype=np.float32)
-        rows = self._handle.embed.remote(list(texts)).result(timeout_s=self._timeout)
+        try:
+            rows = self._handle.embed.remote(list(texts)).result(timeout_s=self._timeout)
+        except Exception as exc:  # Ray's timeout and actor errors share no base class
+            raise self._unavailable(exc) from exc
         return np.asarray(rows, dtype=np.float32)
+
+    async def aembed(self, texts: Sequence[str]) -> Matrix:
+        if not texts:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        try:
+            rows = await asyncio.wait_for(self._handle.embed.remote(list(texts)),
+                                          self._timeout)
+        except Exception as exc:
+            raise self._unavailable(exc) from exc
+        return np.asarray(rows, dtype=np.float32)
+
+    def _unavailable(self, exc: Exception) -> EmbedderUnavailableError:
+        if isinstance(exc, TimeoutError | asyncio.TimeoutError):
+            return EmbedderUnavailableError(f"the embedding deployment did not answer in "
+                                            f"{self._timeout:g} s")
+        return EmbedderUnavailableError(f"the embedding deployment failed: "
+                                        f"{type(exc).__name__}: {exc}")
 
 
 @serve.deployment(name="memray-api")
@@ -84,9 +110,15 @@ class RemoteEmbedder:
 class ApiIngress:
     """Owns the `Memory` (and so, in local mode, the milvus-lite dir: one replica only)."""
 
-    def __init__(self, args: dict[str, Any], embedder: DeploymentHandle[Any]) -> None:
+    def __init__(self, args: dict[str, Any], embedder: DeploymentHandle[Any] | None) -> None:
         self._args = ServeArgs.model_validate(args)
         cfg = self._args.memory
+        if embedder is None:  # placement "replica": this process embeds, one thread per CPU
+            threads = cfg.embedder.threads or held_cpus()
+            cfg = cfg.model_copy(update={"embedder": cfg.embedder.model_copy(
+                update={"threads": threads})})
+            self._memory = Memory(cfg).open()
+            return
         remote = RemoteEmbedder(embedder, model=cfg.embedder.model, dim=self._args.dim,
                                 timeout_s=self._args.embedder.request_timeout_s)
         self._memory = Memory(cfg, embedder=remote).open()

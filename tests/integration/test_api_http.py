@@ -106,7 +106,10 @@ def test_add_search_list_get_update_delete_export(http: httpx.Client) -> None:
     assert http.delete("/v1/users/alice/memories", headers=auth(ALICE)).json() == {
         "deleted": 1, "version": 5}
     assert http.get("/healthz").json() == {"status": "ok"}
-    assert "memray_requests" in http.get("/metrics").text
+    metrics = http.get("/metrics").text  # counted per matched route and status
+    assert ('memray_requests_total{route="/v1/memories/{memory_id:memray_id}",status="404"} '
+            '1.0') in metrics
+    assert 'memray_request_seconds_count{route="/v1/users/{user_id}/export"}' in metrics
 
 
 def test_401_and_403_reveal_nothing(http: httpx.Client) -> None:

@@ -45,6 +45,10 @@ def base_url(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedOpenAI) -> I
         "limits": {"max_body_bytes": 50_000, "max_messages": 10},
     }
     serve.run(build_app(args), name="memray", route_prefix="/")
+    # The same API with the embedder in its replica (`placement: replica`, local.yaml's).
+    own = {**args, "memory": {"data_dir": str(tmp_path_factory.mktemp("serve-replica"))},
+           "embedder": {"placement": "replica"}}
+    serve.run(build_app(own), name="memray-replica", route_prefix="/replica")
     yield f"http://127.0.0.1:{port}"
     serve.shutdown()
     ray.shutdown()
@@ -84,6 +88,30 @@ def test_end_to_end_over_serve(base_url: str, llm: ScriptedOpenAI) -> None:
         assert "paths" in http.get("/openapi.json").json()
 
 
+def test_embedding_in_the_api_replica(base_url: str) -> None:
+    h = {"Authorization": f"Bearer {KEY}"}
+    with httpx.Client(base_url=base_url + "/replica", timeout=60) as http:
+        for text in ("I live in Hangzhou", "I like jazz", "我每天早上跑步"):
+            r = http.post("/v1/memories", headers=h,
+                          json={"user_id": "u-1", "messages": text, "infer": False})
+            assert r.status_code == 200, r.text
+        r = http.post("/v1/memories", headers=h,
+                      json={"user_id": "u-2", "messages": "I live in Paris", "infer": False})
+        assert r.status_code == 200, r.text
+        r = http.post("/v1/memories/search", headers=h,
+                      json={"user_id": "u-1", "query": "Which city do I live in?"})
+        assert r.status_code == 200, r.text
+        found = [x["memory"]["content"] for x in r.json()["results"]]
+        assert found[0] == "I live in Hangzhou" and "I live in Paris" not in found
+        r = http.post("/v1/context", headers=h,
+                      json={"user_id": "u-1", "query": "what music do I like?"})
+        assert "I like jazz" in r.json()["context"]
+    apps = serve.status().applications
+    deployments = set(apps["memray-replica"].deployments)
+    assert deployments == {"memray-api"}  # no embedding deployment in this shape
+    assert "memray-embedder" in apps["memray"].deployments
+
+
 def test_serve_configs_build(tmp_path: Path) -> None:
     from memray.serve.args import load_serve_config, memray_app_args
     from memray.serve.builder import build_app
@@ -112,3 +140,5 @@ def test_serve_configs_build(tmp_path: Path) -> None:
     local_shapes = {d["name"]: d for a in load_serve_config(root / "local.yaml")["applications"]
                     for d in a.get("deployments", [])}
     assert local_shapes["memray-api"]["num_replicas"] == 1  # one owner of the lite dir
+    assert local.embedder.placement == "replica" and set(local_shapes) == {"memray-api"}
+    assert memray_app_args(gpu).embedder.placement == "deployment"

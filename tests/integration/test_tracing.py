@@ -198,3 +198,24 @@ def test_off_by_default_and_without_opentelemetry(
     assert [r.message for r in caplog.records if "opentelemetry-api" in r.message] == [
         "tracing is enabled but opentelemetry-api is not installed "
         "(pip install 'memray-ai[otel]'); no spans are emitted"]
+
+
+def test_async_reads_are_one_span_each_with_store_children(
+        tmp_path: Path, spans: InMemorySpanExporter) -> None:
+    import asyncio
+
+    from memray.core.aio import AsyncMemory
+
+    with memory(tmp_path, enabled=True) as m:
+        m.add(SECRET, user_id="alice", infer=False)
+        spans.clear()
+        am = AsyncMemory(m)
+        assert asyncio.run(am.search(QUERY, user_id="alice", threshold=-1))
+        asyncio.run(am.context(QUERY, user_id="alice"))
+    got = [(s.name, (s.attributes or {})["memray.method"]) for s in ops(spans)]
+    assert got == [("search_memory", "search"), ("search_memory", "context")]
+    search = ops(spans)[0]
+    assert (search.attributes or {})["gen_ai.memory.record.count"] == 1
+    # the store call ran in a worker thread and is still this span's child
+    assert [s.name for s in children(spans, search)] == [f"search {COLLECTION}"]
+    assert "Shanghai" not in all_values(spans) and "alice" not in all_values(spans)
