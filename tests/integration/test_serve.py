@@ -32,7 +32,9 @@ def base_url(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedOpenAI) -> I
     from memray.serve import build_app
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+    # Two apps, three replicas of one logical CPU each (Serve's default); the machine
+    # itself may have 2 cores: logical CPUs only place actors.
+    ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"RAY_AUTH_MODE": "disabled"}})
     port = free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port})
