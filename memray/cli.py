@@ -9,6 +9,7 @@ log; `memray bench NAME` measures; `memray keys new` makes an API key.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -288,7 +289,7 @@ def default_serve_config() -> str:
 
 
 def serve(config: str) -> int:
-    """Replace this process with Ray's `serve run CONFIG` (stop it with SIGTERM).
+    """Ray's `serve run CONFIG` as a child, stopped cleanly on SIGTERM, SIGINT or SIGHUP.
     A single-machine run needs no Ray token auth, so it is off unless set otherwise."""
     if not Path(config).is_file():
         print(f"memray serve: no serve config at {config}", file=sys.stderr)
@@ -305,7 +306,42 @@ def serve(config: str) -> int:
           f"{http.get('host', '127.0.0.1')}:{http.get('port', 8000)} (docs at /docs, the "
           "memory page at /ui) once Ray prints \"Deployed app ... successfully\"",
           file=sys.stderr, flush=True)
-    os.execve(exe, [str(exe), "run", config], env)
+    return _supervise([str(exe), "run", config], env)
+
+
+def _supervise(argv: list[str], env: dict[str, str]) -> int:
+    """Run `serve run` in its own process group and turn our stop signals into the SIGINT
+    it shuts Serve down on (on SIGTERM, Ray's handler dumps native stacks and exits
+    without that). A second stop signal, or 60 s without exiting, kills its group."""
+    import signal
+    import subprocess
+
+    asked: list[float] = []
+    children: list[subprocess.Popen[bytes]] = []
+
+    def stop(signum: int, frame: object) -> None:
+        for child in children:
+            with contextlib.suppress(ProcessLookupError):
+                if asked:
+                    os.killpg(child.pid, signal.SIGKILL)
+                else:
+                    child.send_signal(signal.SIGINT)
+        asked.append(time.monotonic())
+
+    # Handlers first: the child then starts with SIGINT at its default, even where ours
+    # was ignored (a shell's background job), so its Python turns SIGINT into a shutdown.
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, stop)
+    child = subprocess.Popen(argv, env=env, start_new_session=True)
+    children.append(child)
+    if asked:  # a stop signal came while it was starting
+        child.send_signal(signal.SIGINT)
+    while True:
+        try:
+            return child.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            if asked and time.monotonic() - asked[0] > 60:
+                stop(signal.SIGTERM, None)
 
 
 def _mcp_parser(sub: Any) -> None:

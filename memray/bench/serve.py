@@ -59,9 +59,10 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def local_server(config_path: str) -> Iterator[str]:
+def local_server(config_path: str, stderr: Path | None = None) -> Iterator[str]:
     """`memray serve` on a copy of `config_path` (temp data dir, free port on 127.0.0.1),
-    exactly as a user runs it; stopped with SIGTERM afterwards."""
+    exactly as a user runs it; stopped with SIGTERM afterwards. `stderr`: a file for what
+    it prints there (default: discarded)."""
     config = yaml.safe_load(Path(config_path).read_text(encoding="utf-8"))
     port = _free_port()
     config["http_options"] = {"host": "127.0.0.1", "port": port}
@@ -72,8 +73,9 @@ def local_server(config_path: str) -> Iterator[str]:
     path = work / "serve.yaml"
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
     exe = Path(sys.executable).with_name("memray")
+    err = stderr.open("wb") if stderr is not None else subprocess.DEVNULL
     proc = subprocess.Popen([str(exe), "serve", "--config", str(path)], cwd=work,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=err,
                             start_new_session=True, env={**os.environ, "RAY_ADDRESS": "local"})
     base = f"http://127.0.0.1:{port}"
     try:
@@ -82,9 +84,11 @@ def local_server(config_path: str) -> Iterator[str]:
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
-            proc.wait(timeout=60)
+            proc.wait(timeout=90)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
+        if stderr is not None:
+            err.close()  # type: ignore[union-attr]
             proc.wait(timeout=30)
 
 

@@ -14,11 +14,12 @@ pytest.importorskip("ray.serve", reason="needs ray[serve] (the dev extra install
 ROOT = Path(__file__).parents[2]
 
 
-def test_memray_serve_local_config() -> None:
+def test_memray_serve_local_config(tmp_path: Path) -> None:
     from memray.bench.serve import local_server  # runs `memray serve` as a user would
 
     headers = {"Authorization": "Bearer mr_local_dev_key"}
-    with local_server(str(ROOT / "serve_configs" / "local.yaml")) as base:
+    log = tmp_path / "stderr.txt"
+    with local_server(str(ROOT / "serve_configs" / "local.yaml"), stderr=log) as base:
         r = httpx.post(base + "/v1/memories", headers=headers, timeout=60, json={
             "user_id": "lin", "messages": "I'm allergic to peanuts"})
         assert r.status_code == 200, r.text
@@ -27,6 +28,9 @@ def test_memray_serve_local_config() -> None:
                           json={"user_id": "lin", "query": "peanut butter snack?"}).json()
         assert hits["results"][0]["memory"]["content"] == "I'm allergic to peanuts"
     assert _no_ray_left(deadline_s=30)
+    printed = log.read_text(errors="replace")
+    assert "memray serve: starting" in printed
+    assert "SIGTERM received" not in printed  # stopped through Serve's own shutdown
 
 
 def _no_ray_left(deadline_s: float) -> bool:
