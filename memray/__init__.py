@@ -14,10 +14,12 @@ from memray.config import (
     StoreConfig,
     WriteConfig,
 )
+from memray.core.aio import AsyncMemory
 from memray.core.memory import Memory
 from memray.errors import (
     ConfigError,
     DimensionMismatchError,
+    EmbedderUnavailableError,
     ExtractionError,
     InvalidInputError,
     MemoryNotFoundError,
@@ -40,9 +42,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AddResult",
+    "AsyncMemory",
     "ConfigError",
     "DimensionMismatchError",
     "EmbedderConfig",
+    "EmbedderUnavailableError",
     "ExtractionError",
     "InvalidInputError",
     "LLMConfig",

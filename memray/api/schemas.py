@@ -106,7 +106,7 @@ _WHY = {
     422: "Invalid input (schema, or a rule the schema cannot express).",
     429: "Over the key's rate limit (when one is configured); see `Retry-After`.",
     502: "The extraction model failed.",
-    503: "The store is unavailable; retry.",
+    503: "The store or the embedder is unavailable; retry.",
 }
 
 
