@@ -144,3 +144,17 @@ def test_serve_configs_build(tmp_path: Path) -> None:
     assert local_shapes["memray-api"]["num_replicas"] == 1  # one owner of the lite dir
     assert local.embedder.placement == "replica" and set(local_shapes) == {"memray-api"}
     assert memray_app_args(gpu).embedder.placement == "deployment"
+
+
+def test_mcp_over_streamable_http_through_serve(base_url: str) -> None:
+    """The MCP endpoint through Serve's proxy (streamed responses), with the key's scope."""
+    import anyio
+    from test_mcp import error_text, full_cycle, http_client
+
+    async def run() -> None:
+        async with http_client(base_url + "/replica", KEY) as client:
+            await full_cycle(client, "u-mcp")
+            text = error_text(await client.call_tool("get_memories", {"user_id": "x-1"}))
+            assert "forbidden" in text
+
+    anyio.run(run)
