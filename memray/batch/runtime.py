@@ -59,14 +59,24 @@ def _configure_data() -> None:
     from ray.data.context import ShuffleStrategy
 
     ctx = DataContext.get_current()
-    ctx.enable_progress_bars = False  # ours print counts instead
+    # At a terminal, Ray Data's own bars show each stage's progress; in logs (no TTY) they
+    # are noise, and our count lines say what was done.
+    ctx.enable_progress_bars = interactive()
+    ctx.enable_rich_progress_bars = interactive()  # Ray Data's newer UI (the `rich` package)
+    ctx.use_ray_tqdm = False
     # The hash shuffle starts aggregator actors that hold CPUs (on 2 cores they starved
     # the embedding pool) and took 10 s to group 8k rows; the sort shuffle uses tasks.
     ctx.shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
 
 
+def interactive() -> bool:
+    """stderr is a terminal (progress bars), not a log."""
+    return sys.stderr.isatty()
+
+
 class Progress:
-    """One line per interval on stderr: `[job] key=value ...`, and a last one at the end."""
+    """One line per interval on stderr: `[job] key=value ...`, and a last one at the end.
+    At a terminal the bars of Ray Data show progress, so only the last line is printed."""
 
     def __init__(self, job: str, every_s: float) -> None:
         self._job, self._every = job, every_s
@@ -74,7 +84,7 @@ class Progress:
 
     def tick(self, counts: Mapping[str, int | float], *, force: bool = False) -> None:
         now = time.monotonic()
-        if not force and now - self._last < self._every:
+        if not force and (now - self._last < self._every or interactive()):
             return
         self._last = now
         parts = " ".join(f"{k}={v}" for k, v in sorted(counts.items()))

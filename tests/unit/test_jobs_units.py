@@ -154,3 +154,16 @@ def test_shipped_job_configs_and_k8s_manifests_validate() -> None:
     assert "jobs/maintenance.py" in command
     with pytest.raises(ConfigError, match="invalid job config"):
         BackfillArgs.load(None, {"input": []})
+
+
+def test_progress_lines_in_logs_and_only_the_last_at_a_terminal(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from memray.batch import runtime
+
+    for tty, lines in ((False, 2), (True, 1)):
+        monkeypatch.setattr(runtime, "interactive", lambda tty=tty: tty)
+        progress = runtime.Progress("job", every_s=0)
+        progress.tick({"rows": 1})
+        progress.tick({"rows": 2}, force=True)  # the last line, always
+        printed = capsys.readouterr().err.splitlines()
+        assert len(printed) == lines and printed[-1].endswith("rows=2"), printed
