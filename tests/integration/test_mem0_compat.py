@@ -105,7 +105,8 @@ def test_mem0_memory_client_against_memray(mem0_client_cls: Any, base_url: str) 
     [item] = added["results"]
     assert item["event"] == "ADD" and item["data"] == {"memory": "I live in Shanghai"}
     mid = item["id"]
-    client.add("note one", user_id="alice", infer=False, metadata={"src": "test"})
+    client.add("note one", filters={"user_id": "alice"}, infer=False,  # the v3 form
+               metadata={"src": "test"})
     hits = client.search("Which city do I live in?", filters={"user_id": "alice"}, top_k=3)
     assert hits["results"][0]["id"] == mid and 0 < hits["results"][0]["score"] <= 1
     page = client.get_all(filters={"user_id": "alice"}, page=1, page_size=1)
@@ -144,8 +145,12 @@ def test_mem0_memory_client_key_scope(mem0_client_cls: Any, base_url: str) -> No
     with pytest.raises(Mem0Missing):
         alice.get(bare)
     team = mem0_client_cls(api_key=TEAM, host=base_url)
+    with pytest.raises(AuthenticationError):
+        team.get(bare)  # a bare id names no user, and this key is for more than one
     with pytest.raises(ValidationError):
         team.search("tea", filters={"agent_id": "x"})  # no user: refused, nothing read
+    with pytest.raises(ValidationError):  # the ids at the top level or in filters, not both
+        team.add("I like coffee", user_id="team-a", filters={"user_id": "team-a"})
     assert admin.get(bob)["memory"] == "I like oolong tea"
     with pytest.raises(ValueError):
         mem0_client_cls(api_key="mr_wrong", host=base_url)

@@ -11,8 +11,10 @@ data accepted, schema-invalid data rejected, 405 with `Allow`, ...) plus two of 
   ever carries the memories of the victim user that no key here may act for; after the
   run the victim's memories, history and version are exactly as seeded.
 Valid user and memory ids in generated requests are swapped, part of the time, for
-the seeded users' (hostile ones among them) and the victim's, so scopes are exercised
-with ids that exist.
+the seeded users' (hostile ones among them) and the victim's (on the mem0 routes, in
+their `<user_id>:<uuid>` form too), so scopes are exercised with ids that exist.
+mem0's compatibility routes (memray/api/mem0_routes.py) are held to their schema like
+every other route.
 
 CI: MAX_EXAMPLES per operation (bounded); MEMRAY_FUZZ_EXAMPLES=N for a long run.
 The count of requests sent is printed at the end.
@@ -46,7 +48,9 @@ VICTIM_TEXTS = ["bob-secret: I am allergic to shellfish", "bob-secret: 我住在
 HOSTILE = 'team-" or user_id != "\n%*\\'
 OWN_USERS = ["alice", "team-1", HOSTILE, "team-\u0430"]  # Cyrillic a
 BAD_KEY = "mr_not_a_key"
-_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+_ID = re.compile(f"^{_UUID}$")
+_MEM0_ID = re.compile(f"^.+:{_UUID}$", re.S)  # the mem0 routes' `<user_id>:<memray id>`
 
 
 class World:
@@ -102,7 +106,9 @@ def _config() -> schemathesis.Config:
 
 @pytest.fixture(scope="module")
 def api_schema(world: World) -> schemathesis.BaseSchema:
-    PICKS[:] = [*OWN_USERS, VICTIM], [*world.own_ids, *world.victim_ids]
+    PICKS[:] = ([*OWN_USERS, VICTIM], [*world.own_ids, *world.victim_ids],
+                [*(f"{u}:{i}" for u, i in zip(OWN_USERS, world.own_ids, strict=True)),
+                 *(f"{VICTIM}:{i}" for i in world.victim_ids)])
     return schemathesis.openapi.from_url(f"{world.base_url}/openapi.json", config=_config())
 
 
@@ -126,7 +132,7 @@ def before_call(ctx: Any, case: Case, kwargs: dict[str, Any]) -> None:
     if presented is not None:
         headers[presented[0]] = presented[1]
     case.headers = headers
-    users, ids = PICKS
+    users, ids, mem0_ids = PICKS
     for part in (case.path_parameters, case.query, case.body):
         if not isinstance(part, dict):
             continue
@@ -136,6 +142,8 @@ def before_call(ctx: Any, case: Case, kwargs: dict[str, Any]) -> None:
         mid = part.get("memory_id")
         if isinstance(mid, str) and _ID.match(mid) and _pick.random() < .5:
             part["memory_id"] = _pick.choice(ids)
+        elif isinstance(mid, str) and _MEM0_ID.match(mid) and _pick.random() < .5:
+            part["memory_id"] = _pick.choice(mem0_ids)
 
 
 def _key(case: Case) -> ApiKey | None:
@@ -192,43 +200,32 @@ VICTIM_IDS: list[str] = []
 SCOPES: Counter[str] = Counter()
 
 
-# mem0's compatibility routes (memray/api/mem0_routes.py) mirror mem0's paths and are
-# fuzzed with the rest, but for them only isolation, error bodies and 5xx fail the run:
-# their schema does not declare the memory id form, the user rule or their 404 yet
-# (reported; printed by the test).
-MEM0_TAG = "mem0 compatibility"
-ALWAYS = ("error_bodies_and_scopes", "not_a_server_error")
 # uvicorn (httptools) answers a request line over 64 KiB itself, before the app (and its
 # 414 for URLs over `max_url_chars`) sees it: a user id of 16 KiB of multi-byte
 # characters, percent-encoded in a URL, is that long.
 UVICORN_400 = "400 b'Invalid HTTP request received.'"
 
 
-def run_schemathesis(schema: schemathesis.BaseSchema) -> tuple[Counter[str], list[str],
-                                                                list[str]]:
-    """The CLI's run in process: (requests by status, failures, mem0 route conformance
-    failures)."""
+def run_schemathesis(schema: schemathesis.BaseSchema) -> tuple[Counter[str], list[str]]:
+    """The CLI's run in process: (requests by status, failures)."""
     statuses: Counter[str] = Counter()
     problems: list[str] = []
-    mem0: list[str] = []
     for event in schemathesis.engine.from_schema(schema).execute():
         if isinstance(event, ScenarioFinished):
             for interaction in event.recorder.interactions.values():
                 code = interaction.response.status_code if interaction.response else 0
                 statuses[str(code)] += 1
             for case_id, checks in event.recorder.checks.items():
-                case = event.recorder.cases[case_id].value
-                lax = MEM0_TAG in (case.operation.definition.raw.get("tags") or [])
                 for c in checks:
                     if c.failure_info is not None:
                         report = _report(event.recorder, case_id, c)
                         if report.endswith(UVICORN_400):
                             continue  # the HTTP server's, before the app: see UVICORN_400
-                        (mem0 if lax and c.name not in ALWAYS else problems).append(report)
+                        problems.append(report)
         elif isinstance(event, NonFatalError | FatalError):
             problems.append(f"error in {getattr(event, 'label', '?')}: "
                             f"{getattr(event, 'value', None) or event}")
-    return statuses, sorted(set(problems)), sorted(set(mem0))
+    return statuses, sorted(set(problems))
 
 
 def _report(recorder: Any, case_id: str, check: Any) -> str:
@@ -243,11 +240,9 @@ def _report(recorder: Any, case_id: str, check: Any) -> str:
 def test_api_conforms_to_its_openapi(api_schema: schemathesis.BaseSchema,
                                      world: World) -> None:
     VICTIM_IDS[:] = world.victim_ids
-    statuses, problems, mem0 = run_schemathesis(api_schema)
+    statuses, problems = run_schemathesis(api_schema)
     total = sum(statuses.values())
     print(f"\nschemathesis: {total} requests, by status {dict(sorted(statuses.items()))}")
-    print(f"{len(mem0)} conformance failures on the mem0 routes:\n" + "\n".join(
-        sorted({p.split(chr(10))[0] + " " + p.split(" -> ")[-1][:80] for p in mem0})))
     print(f"scopes: {dict(sorted(SCOPES.items()))}")
     assert not problems, f"{len(problems)} failures:\n" + "\n".join(problems[:40])
     # Both scopes were exercised: requests for the victim (refused) and 2xx for own users.
