@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import re
 import threading
 import time
@@ -28,6 +29,23 @@ from memray.store.filters import build_filter, quote
 from memray.store.rows import SCALAR_FIELDS, from_row, to_row
 
 log = logging.getLogger(__name__)
+
+
+class _ToDebug(logging.Filter):
+    """Re-levels a record to DEBUG, shown only where that logger has DEBUG on. Every
+    failed Milvus call reaches the caller as a StoreError that names the cause and what to
+    do; pymilvus and milvus-lite also log each failure with a traceback at ERROR (pymilvus
+    through its own handler), which buried that message."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.DEBUG:
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+for _name in ("pymilvus.decorators", "milvus_lite.adapter.grpc.servicer",
+              "milvus_lite.server_manager"):
+    logging.getLogger(_name).addFilter(_ToDebug())
 T = TypeVar("T")
 _BATCH = 1000
 _QUERY_WINDOW = 16_384  # Milvus' largest offset+limit for one query.
@@ -90,6 +108,9 @@ class MilvusStore:
         prefix: str = "memray", token: str | None = None, timeout_s: float = 10.0,
         strong_window_s: float = 10.0, bind_alias: bool = True,
     ) -> None:
+        # `timeout_s` goes to every call: pymilvus' client-level timeout bounds only the
+        # connecting, and a call without one of its own waits for as long as the server
+        # holds it (a Milvus shutting down held reads until it was killed).
         self._uri, self._token, self._timeout = uri, token, timeout_s
         self._window = strong_window_s
         self._strong_until = 0.0
@@ -155,6 +176,9 @@ class MilvusStore:
 
     def _open_error(self, exc: Exception) -> str:
         text = str(exc)
+        if is_lite_uri(self._uri) and not os.access(Path(self._uri).parent, os.W_OK):
+            return (f"milvus-lite dir {self._uri} is on a read-only file system (or one this "
+                    "process may not write); nothing was changed")
         if is_lite_uri(self._uri) and _lite_dir_locked(Path(self._uri)):
             return (f"milvus-lite dir {self._uri} is open in another process; one process "
                     "owns a lite dir (serve it with `milvus-lite server` to share it)")
@@ -183,27 +207,30 @@ class MilvusStore:
     def _ensure_collection(self) -> None:
         c = self._client
         if not self._bind:
-            if not c.has_collection(self._collection):
+            if not c.has_collection(self._collection, timeout=self._timeout):
                 self._create_collection()
             self._check_collection(self._collection)
             c.load_collection(self._collection)
             return
         target = self._alias_target()
         if target is None:
-            if not c.has_collection(self._collection):
+            if not c.has_collection(self._collection, timeout=self._timeout):
                 self._create_collection()
-            c.create_alias(collection_name=self._collection, alias=self._alias)
+            c.create_alias(collection_name=self._collection, alias=self._alias,
+                           timeout=self._timeout)
             target = self._collection
         self._check_collection(target)
         c.load_collection(target)
 
     def _alias_target(self) -> str | None:
         aliases = set()
-        for name in self._client.list_collections():
-            aliases.update(self._client.list_aliases(collection_name=name).get("aliases", []))
+        for name in self._client.list_collections(timeout=self._timeout):
+            aliases.update(self._client.list_aliases(collection_name=name, timeout=self._timeout)
+                           .get("aliases", []))
         if self._alias not in aliases:
             return None
-        target: str = self._client.describe_alias(alias=self._alias)["collection_name"]
+        target: str = self._client.describe_alias(alias=self._alias,
+                                                  timeout=self._timeout)["collection_name"]
         return target
 
     def alias_target(self) -> str | None:
@@ -216,9 +243,11 @@ class MilvusStore:
         def run() -> str | None:
             previous = self._alias_target()
             if previous is None:
-                self._client.create_alias(collection_name=self._collection, alias=self._alias)
+                self._client.create_alias(collection_name=self._collection, alias=self._alias,
+                                          timeout=self._timeout)
             elif previous != self._collection:
-                self._client.alter_alias(collection_name=self._collection, alias=self._alias)
+                self._client.alter_alias(collection_name=self._collection, alias=self._alias,
+                                         timeout=self._timeout)
             return previous
 
         return self._call(run)
@@ -226,7 +255,7 @@ class MilvusStore:
     def _check_collection(self, name: str) -> None:
         """The collection's name records its model and dimension (milvus-lite keeps no
         collection description), and its vector field must agree with it."""
-        info = self._client.describe_collection(name)
+        info = self._client.describe_collection(name, timeout=self._timeout)
         dims = [int(f["params"]["dim"]) for f in info["fields"] if f["name"] == "vector"]
         if (self._bind and name != self._collection) or dims != [self._dim]:
             have = f"{dims[0] if dims else '?'} dims"
@@ -290,7 +319,7 @@ class MilvusStore:
     def _insert_chunk(self, chunk: list[dict[str, Any]]) -> None:
         for user in {row["user_id"] for row in chunk}:
             self._touch(user)
-        self._call(lambda: self._client.insert(self._target, chunk))
+        self._call(lambda: self._client.insert(self._target, chunk, timeout=self._timeout))
 
     # Milvus 2.3 makes a Strong read wait for the next time tick (~400 ms measured), and a
     # Session read does not see this client's deletes. So reads are Strong only for users
@@ -337,13 +366,13 @@ class MilvusStore:
     def _delete_chunk(self, ids: list[str], owners: dict[str, str]) -> None:
         found = self._client.query(self._target, filter=f"id in [{', '.join(map(quote, ids))}]",
                                    output_fields=["id", "user_id"], limit=len(ids),
-                                   consistency_level="Strong")
+                                   consistency_level="Strong", timeout=self._timeout)
         for row in found:
             if owners[row["id"]] != row["user_id"]:
                 raise StoreError("a row id to replace belongs to another user")
         if found:
             gone = ", ".join(quote(r["id"]) for r in found)
-            self._client.delete(self._target, filter=f"id in [{gone}]")
+            self._client.delete(self._target, filter=f"id in [{gone}]", timeout=self._timeout)
 
     def known_hashes(self, wanted: dict[str, set[str]]) -> set[tuple[str, str]]:
         users = sorted(wanted)
@@ -356,7 +385,7 @@ class MilvusStore:
             rows = self._call(functools.partial(
                 self._client.query, self._target, filter=expr,
                 output_fields=["user_id", "content_hash"], limit=_QUERY_WINDOW,
-                consistency_level="Strong"))
+                consistency_level="Strong", timeout=self._timeout))
             found |= {(r["user_id"], r["content_hash"]) for r in rows
                       if r["content_hash"] in wanted.get(r["user_id"], ())}
         return found
@@ -366,12 +395,13 @@ class MilvusStore:
         def run() -> list[str]:
             rows = self._client.query(self._target, filter='id != ""',
                                       output_fields=["user_id"], limit=_QUERY_WINDOW,
-                                      consistency_level="Strong")
+                                      consistency_level="Strong", timeout=self._timeout)
             if len(rows) < _QUERY_WINDOW:
                 return sorted({r["user_id"] for r in rows})
             it = self._client.query_iterator(self._target, batch_size=_BATCH,
                                              filter='id != ""', output_fields=["user_id"],
-                                             consistency_level="Strong")
+                                             consistency_level="Strong",
+                                             timeout=self._timeout)
             users: set[str] = set()
             try:
                 while batch := it.next():
@@ -398,7 +428,8 @@ class MilvusStore:
         existing = self._rows(user_id, expr, ["id"], len(ids))
         if existing:
             self._touch(user_id)
-            self._call(lambda: self._client.delete(self._target, filter=expr))
+            self._call(lambda: self._client.delete(self._target, filter=expr,
+                                                   timeout=self._timeout))
         return len(existing)
 
     @tracing.store_call("delete")
@@ -406,7 +437,8 @@ class MilvusStore:
         n = self.count(user_id)
         expr = build_filter(user_id, Where())
         self._touch(user_id)
-        self._call(lambda: self._client.delete(self._target, filter=expr))
+        self._call(lambda: self._client.delete(self._target, filter=expr,
+                                               timeout=self._timeout))
         return n
 
     @tracing.store_call("query")
@@ -425,7 +457,7 @@ class MilvusStore:
         level = self._level(user_id)
         rows: list[dict[str, Any]] = self._call(lambda: self._client.query(
             self._target, filter=expr, output_fields=fields, limit=window,
-            consistency_level=level))
+            consistency_level=level, timeout=self._timeout))
         if len(rows) < window or (limit is not None and limit <= window):
             return rows
         rows = self._iterate(expr, fields, level)
@@ -434,7 +466,8 @@ class MilvusStore:
     def _iterate(self, expr: str, fields: list[str], level: str) -> list[dict[str, Any]]:
         def run() -> list[dict[str, Any]]:
             it = self._client.query_iterator(self._target, batch_size=_BATCH, filter=expr,
-                                             output_fields=fields, consistency_level=level)
+                                             output_fields=fields, consistency_level=level,
+                                             timeout=self._timeout)
             out: list[dict[str, Any]] = []
             try:
                 while batch := it.next():
@@ -454,7 +487,7 @@ class MilvusStore:
         res = self._call(lambda: self._client.search(
             self._target, data=data, filter=expr, limit=limit,
             output_fields=list(SCALAR_FIELDS), search_params={"metric_type": "COSINE"},
-            consistency_level=self._level(user_id)))
+            consistency_level=self._level(user_id), timeout=self._timeout))
         hits = []
         for hit in res[0]:
             record = from_row(hit["entity"])

@@ -7,7 +7,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Literal
 
@@ -94,11 +94,44 @@ class SQLiteEventLog:
 
     def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
         with self._lock:
-            return self._conn().execute(sql, args).fetchall()
+            try:
+                return self._conn().execute(sql, args).fetchall()
+            except sqlite3.Error as exc:
+                raise self._failed("event log read", exc) from exc
 
     def _run(self, sql: str, args: tuple[Any, ...] = ()) -> None:
+        """One statement in its own transaction; IntegrityError is left to the caller."""
         with self._lock:
-            self._conn().execute(sql, args)
+            try:
+                self._conn().execute(sql, args)
+            except sqlite3.IntegrityError:
+                raise
+            except sqlite3.Error as exc:
+                raise self._failed("event log write", exc) from exc
+
+    @contextmanager
+    def _transaction(self, what: str) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT on the shared connection, under the lock. On any
+        failure the transaction is rolled back, unless SQLite already ended it (a full
+        disk does), so the connection is never left inside one."""
+        with self._lock:
+            db = self._conn()
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                yield db
+                db.execute("COMMIT")
+            except BaseException as exc:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise self._failed(what, exc) from exc
+                raise
+
+    def _failed(self, what: str, exc: sqlite3.Error) -> StoreError:
+        hint = " (the disk is full or read-only; nothing was written)" if isinstance(
+            exc, sqlite3.OperationalError) and any(
+            w in str(exc) for w in ("full", "readonly", "read-only", "disk I/O")) else ""
+        return StoreError(f"{what} failed on {self._path}: {exc}{hint}")
 
     # -- ChangeLog -------------------------------------------------------------------
     def user_lock(self, user_id: str) -> AbstractContextManager[None]:
@@ -114,38 +147,29 @@ class SQLiteEventLog:
                *, purge_ids: Sequence[str] = (), purge_user: bool = False,
                clear_turns: Sequence[int] = (), tombstones: Sequence[Tombstone] = (),
                marks: Sequence[tuple[str, str]] = ()) -> list[int]:
-        with self._lock:
-            db = self._conn()
-            try:
-                db.execute("BEGIN IMMEDIATE")
-                if purge_user:
-                    db.execute("DELETE FROM events WHERE user_id = ?", (user_id,))
-                    db.execute("DELETE FROM turns WHERE user_id = ?", (user_id,))
-                db.executemany("DELETE FROM turns WHERE user_id = ? AND seq = ?",
-                               [(user_id, s) for s in clear_turns])
-                for mid in purge_ids:
-                    db.execute("DELETE FROM events WHERE user_id = ? AND memory_id = ?",
-                               (user_id, mid))
-                db.executemany(
-                    "INSERT INTO events(user_id, memory_id, op, at_ms, body) VALUES (?,?,?,?,?)",
-                    [(user_id, e.memory_id, e.op, to_ms(e.at), e.model_dump_json())
-                     for e in events])
-                db.executemany(
-                    "INSERT INTO tombstones VALUES (?,?,?,?) ON CONFLICT(user_id, kind, key) "
-                    "DO UPDATE SET at_ms = max(at_ms, excluded.at_ms)",
-                    [(user_id, t.kind, t.key, t.at_ms) for t in tombstones])
-                db.executemany("INSERT OR IGNORE INTO marks VALUES (?, ?)", list(marks))
-                seqs = [self._queue(db, op) for op in ops]
-                if events or ops or purge_ids or purge_user:  # a real change
-                    db.execute(
-                        "INSERT INTO versions VALUES (?, 1) ON CONFLICT(user_id) "
-                        "DO UPDATE SET version = version + 1", (user_id,))
-                db.execute("COMMIT")
-            except BaseException as exc:
-                db.execute("ROLLBACK")  # never leave the shared connection in a transaction
-                if isinstance(exc, sqlite3.Error):
-                    raise StoreError(f"event log write failed: {exc}") from exc
-                raise
+        with self._transaction("event log write") as db:
+            if purge_user:
+                db.execute("DELETE FROM events WHERE user_id = ?", (user_id,))
+                db.execute("DELETE FROM turns WHERE user_id = ?", (user_id,))
+            db.executemany("DELETE FROM turns WHERE user_id = ? AND seq = ?",
+                           [(user_id, s) for s in clear_turns])
+            for mid in purge_ids:
+                db.execute("DELETE FROM events WHERE user_id = ? AND memory_id = ?",
+                           (user_id, mid))
+            db.executemany(
+                "INSERT INTO events(user_id, memory_id, op, at_ms, body) VALUES (?,?,?,?,?)",
+                [(user_id, e.memory_id, e.op, to_ms(e.at), e.model_dump_json())
+                 for e in events])
+            db.executemany(
+                "INSERT INTO tombstones VALUES (?,?,?,?) ON CONFLICT(user_id, kind, key) "
+                "DO UPDATE SET at_ms = max(at_ms, excluded.at_ms)",
+                [(user_id, t.kind, t.key, t.at_ms) for t in tombstones])
+            db.executemany("INSERT OR IGNORE INTO marks VALUES (?, ?)", list(marks))
+            seqs = [self._queue(db, op) for op in ops]
+            if events or ops or purge_ids or purge_user:  # a real change
+                db.execute(
+                    "INSERT INTO versions VALUES (?, 1) ON CONFLICT(user_id) "
+                    "DO UPDATE SET version = version + 1", (user_id,))
         return seqs
 
     @staticmethod
@@ -204,20 +228,11 @@ class SQLiteEventLog:
     # -- TurnLog ---------------------------------------------------------------------
     def log_turns(self, user_id: str, session: str, turns: Sequence[tuple[str, str, str]]) -> None:
         now = to_ms(utcnow())
-        with self._lock:
-            db = self._conn()
-            try:
-                db.execute("BEGIN IMMEDIATE")
-                db.executemany(
-                    "INSERT INTO turns(user_id, session, turn_id, role, content, at_ms) "
-                    "VALUES (?,?,?,?,?,?)",
-                    [(user_id, session, tid, role, text, now) for tid, role, text in turns])
-                db.execute("COMMIT")
-            except BaseException as exc:
-                db.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.Error):
-                    raise StoreError(f"turn log write failed: {exc}") from exc
-                raise
+        with self._transaction("turn log write") as db:
+            db.executemany(
+                "INSERT INTO turns(user_id, session, turn_id, role, content, at_ms) "
+                "VALUES (?,?,?,?,?,?)",
+                [(user_id, session, tid, role, text, now) for tid, role, text in turns])
 
     def pending_turns(self, user_id: str, session: str) -> list[tuple[int, str, str, str]]:
         rows = self._rows("SELECT seq, turn_id, role, content FROM turns "
@@ -251,20 +266,13 @@ class SQLiteEventLog:
 
     def claim_add(self, lease_s: float) -> AddJob | None:
         now = time.time()
-        with self._lock:
-            db = self._conn()
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                row = db.execute(
-                    self._JOB + " WHERE status = 'queued' OR (status = 'running' AND "
-                    "lease_until < ?) ORDER BY id LIMIT 1", (now,)).fetchone()
-                if row is not None:
-                    db.execute("UPDATE add_jobs SET status = 'running', lease_until = ? "
-                               "WHERE id = ?", (now + lease_s, row[0]))
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+        with self._transaction("async add claim") as db:
+            row = db.execute(
+                self._JOB + " WHERE status = 'queued' OR (status = 'running' AND "
+                "lease_until < ?) ORDER BY id LIMIT 1", (now,)).fetchone()
+            if row is not None:
+                db.execute("UPDATE add_jobs SET status = 'running', lease_until = ? "
+                           "WHERE id = ?", (now + lease_s, row[0]))
         return None if row is None else AddJob(row[0], row[1], "running", *row[3:])
 
     def finish_add(self, job_id: str, status: Literal["done", "failed"], result: str | None,
