@@ -4,7 +4,9 @@ A request with `async: true` is queued in the log before the 202 goes out. A wor
 thread in every API process claims queued jobs one at a time (each job goes to exactly
 one worker; with PostgreSQL, across processes) under a lease: if the process that holds
 a job dies, the lease runs out and another process's worker takes it over. Re-running
-an add is harmless (an exact repeat resolves to NOOP). An idempotency key, per user,
+an add is harmless (an exact repeat resolves to NOOP), so a job that failed for a passing
+reason (the store or the extractor unreachable) is left to its lease and claimed again
+(up to 5 tries in a process) instead of failing. An idempotency key, per user,
 maps a retried request to the first one's job, so a retry is a no-op; this holds for
 synchronous adds too.
 """
@@ -18,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from memray.core.ids import new_id
-from memray.errors import MemrayError
+from memray.errors import DimensionMismatchError, ExtractionError, MemrayError, StoreError
 from memray.store.events import AddJob, TurnLog
 
 log = logging.getLogger(__name__)
@@ -30,9 +32,10 @@ class JobQueue:
     """Async adds over `log`; `open()` starts the worker, `close()` stops it."""
 
     def __init__(self, log_: TurnLog, run: Runner, *, lease_s: float = 120.0,
-                 poll_s: float = 1.0) -> None:
+                 poll_s: float = 1.0, max_attempts: int = 5) -> None:
         self._log, self._run = log_, run
-        self._lease, self._poll = lease_s, poll_s
+        self._lease, self._poll, self._max_attempts = lease_s, poll_s, max_attempts
+        self._attempts: dict[str, int] = {}  # passing failures per job, this process
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -86,8 +89,25 @@ class JobQueue:
             result = json.dumps(self._run(json.loads(job.request)))
             self._log.finish_add(job.id, "done", result, None)
         except Exception as exc:  # the job records why it failed; the worker goes on
+            if self._retry(job.id, exc):
+                return True
             log.warning("async add %s failed: %s", job.id, type(exc).__name__)
             self._log.finish_add(job.id, "failed", None, f"{type(exc).__name__}: {exc}")
+        self._attempts.pop(job.id, None)
+        return True
+
+    def _retry(self, job_id: str, exc: Exception) -> bool:
+        """A passing failure (the store or the extractor unreachable) leaves the job
+        claimed: when its lease runs out it is claimed again, here or in another process,
+        up to `attempts` times in this process. What a retry cannot fix fails at once."""
+        passing = isinstance(exc, StoreError | ExtractionError) and not isinstance(
+            exc, DimensionMismatchError)
+        tries = self._attempts.get(job_id, 0) + 1
+        if not passing or tries >= self._max_attempts:
+            return False
+        self._attempts[job_id] = tries
+        log.warning("async add %s: %s; tried again in %g s (%d of %d)", job_id,
+                    type(exc).__name__, self._lease, tries, self._max_attempts)
         return True
 
 

@@ -71,14 +71,14 @@ class Replica:
     """One `memray api` process in its own process group; its output goes to a log file."""
 
     def __init__(self, workdir: Path, name: str, env: dict[str, str], config: Path,
-                 keys: Path) -> None:
+                 keys: Path, extra: Sequence[str] = ()) -> None:
         self.name = name
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = workdir / f"{name}.log"
         cmd = [sys.executable, "-m", "memray.cli", "api", "--keys", str(keys), "--config",
                str(config), "--data-dir", str(workdir / f"{name}-data"), "--host",
-               "127.0.0.1", "--port", str(self.port)]
+               "127.0.0.1", "--port", str(self.port), *extra]
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True)
