@@ -502,7 +502,7 @@ def _bench_serve_cluster(args: argparse.Namespace) -> int:
     bench = ClusterBenchArgs(milvus_uri=args.milvus_uri, postgres_dsn=args.postgres_dsn,
                              replicas=counts, clients=args.clients,
                              seconds=20.0 if args.seconds is None else args.seconds,
-                             users=args.users, spread=args.spread,
+                             users=args.users, spread=args.spread, add_share=args.add_share,
                              baseline=not args.no_baseline)
     try:
         result = run(bench, progress=lambda line: print(line, file=sys.stderr))
