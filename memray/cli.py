@@ -176,10 +176,13 @@ def _bench_parser(sub: Any) -> None:
     m0.add_argument("--queries", type=int, default=200)
     _bench_serve_parser(bench)
     _bench_embed_parser(bench)
-    so = bench.add_parser("soak", help="mixed traffic against `memray api` on 127.0.0.1, then "
-                          "the store checked against what was acknowledged (lost, "
-                          "resurrected), errors by kind and RSS growth")
+    so = bench.add_parser("soak", help="mixed traffic against `memray api` (or `memray "
+                          "serve`) on 127.0.0.1, then the store checked against what was "
+                          "acknowledged (lost, resurrected), errors by kind and RSS growth")
     so.add_argument("--minutes", type=float, default=15.0, help="default 15")
+    so.add_argument("--target", choices=["api", "serve"], default="api",
+                    help="api: one `memray api` process (default); serve: the Ray Serve app "
+                    "of the local config")
     so.add_argument("--clients", type=int, default=8, help="closed-loop clients (default 8)")
     so.add_argument("--users", type=int, default=20, help="default 20")
 
@@ -449,7 +452,8 @@ def bench_locomo(args: argparse.Namespace) -> int:
 def bench_soak(args: argparse.Namespace) -> int:
     from memray.bench.soak import SoakArgs, run
 
-    result = run(SoakArgs(minutes=args.minutes, clients=args.clients, users=args.users),
+    result = run(SoakArgs(minutes=args.minutes, clients=args.clients, users=args.users,
+                          target=args.target),
                  progress=lambda line: print(line, file=sys.stderr))
     print(json.dumps(result, indent=2))
     bad = result["error_count"] + result["lost"] + result["resurrected"] + \

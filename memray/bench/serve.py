@@ -59,17 +59,19 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def local_server(config_path: str, stderr: Path | None = None) -> Iterator[str]:
+def local_server(config_path: str, stderr: Path | None = None,
+                 data_dir: Path | None = None) -> Iterator[str]:
     """`memray serve` on a copy of `config_path` (temp data dir, free port on 127.0.0.1),
     exactly as a user runs it; stopped with SIGTERM afterwards. `stderr`: a file for what
-    it prints there (default: discarded)."""
+    it prints there (default: discarded); `data_dir`: the app's (default: a temp dir)."""
     config = yaml.safe_load(Path(config_path).read_text(encoding="utf-8"))
     port = _free_port()
     config["http_options"] = {"host": "127.0.0.1", "port": port}
     work = Path(tempfile.mkdtemp(prefix="memray-bench-serve-"))
     for app in config["applications"]:
         if app["import_path"] == "memray.serve:build_app":
-            app.setdefault("args", {}).setdefault("memory", {})["data_dir"] = str(work / "d")
+            app.setdefault("args", {}).setdefault("memory", {})["data_dir"] = str(
+                data_dir or work / "d")
     path = work / "serve.yaml"
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
     exe = Path(sys.executable).with_name("memray")

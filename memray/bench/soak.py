@@ -1,5 +1,6 @@
-"""`memray bench soak --minutes M`: mixed traffic against one `memray api` process on
-127.0.0.1 for M minutes, then the store is checked against what the API acknowledged.
+"""`memray bench soak --minutes M`: mixed traffic against one `memray api` process (or,
+with `--target serve`, the `memray serve` app of the local config) on 127.0.0.1 for M
+minutes, then the store is checked against what the API acknowledged.
 
 Clients (threads, closed loop) search, add verbatim memories (each text unique, so each
 acknowledged add is one memory to find later), add conversation rounds for extraction,
@@ -48,6 +49,7 @@ class SoakArgs:
     sample_s: float = 10.0
     timeout_s: float = 30.0
     seed: int = 7
+    target: str = "api"  # or "serve": the Ray Serve app of serve_configs/local.yaml
 
 
 @dataclass
@@ -71,19 +73,51 @@ def run(args: SoakArgs, progress: Callable[[str], None] = print) -> dict[str, An
         config.write_text(yaml.safe_dump({"data_dir": str(work / "soak-data")}))
         env = {k: v for k, v in os.environ.items()  # the embedded default, whatever is set
                if k not in ("MEMRAY_MILVUS_URI", "MEMRAY_POSTGRES_DSN")}
-        replica = Replica(work, "soak", env, config, keys)
-        try:
-            replica.wait_ready(time.monotonic() + 240)
-            progress(f"memray api ready on {replica.url}; {args.clients} clients for "
-                     f"{args.minutes} min")
-            traffic = _drive(args, replica, key, progress)
-        finally:
-            replica.stop()
+        if args.target == "serve":
+            traffic = _soak_serve(args, work, key, progress)
+        else:
+            replica = Replica(work, "soak", env, config, keys)
+            try:
+                replica.wait_ready(time.monotonic() + 240)
+                progress(f"memray api ready on {replica.url}; {args.clients} clients for "
+                         f"{args.minutes} min")
+                traffic = _drive(args, replica.url, lambda: replica.proc.pid, key, progress)
+            finally:
+                replica.stop()
         check = _verify(work / "soak-data", traffic.pop("ledger"))
-        return {**traffic, **check}
+        return {**traffic, "target": args.target, **check}
 
 
-def _drive(args: SoakArgs, replica: Replica, key: str,
+def _soak_serve(args: SoakArgs, work: Path, key: str,
+                progress: Callable[[str], None]) -> dict[str, Any]:
+    """The same traffic against `memray serve` (local.yaml with this run's key and data
+    dir); RSS is the API replica's, the process that owns the store."""
+    from memray.bench.serve import local_server
+    from memray.cli import default_serve_config
+
+    config = yaml.safe_load(Path(default_serve_config()).read_text(encoding="utf-8"))
+    for app in config["applications"]:
+        if app["import_path"] == "memray.serve:build_app":
+            app["args"]["keys"] = [ApiKey(name="soak", sha256=hash_key(key),
+                                          admin=True).model_dump()]
+    path = work / "serve.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    with local_server(str(path), data_dir=work / "soak-data") as base:
+        pid = _replica_pid()
+        progress(f"memray serve ready on {base} (API replica pid {pid}); {args.clients} "
+                 f"clients for {args.minutes} min")
+        return _drive(args, base, lambda: pid, key, progress)
+
+
+def _replica_pid() -> int:
+    import subprocess
+
+    found = subprocess.run(["pgrep", "-f", "ServeReplica:memray:memray-api"],
+                           capture_output=True, text=True, check=False).stdout.split()
+    return int(found[0]) if found else 0
+
+
+def _drive(args: SoakArgs, url: str, pid: Callable[[], int], key: str,
            progress: Callable[[str], None]) -> dict[str, Any]:
     users = [f"soak-{i}" for i in range(args.users)]
     ledger = Ledger({u: set() for u in users}, {u: set() for u in users}, set(),
@@ -96,7 +130,7 @@ def _drive(args: SoakArgs, replica: Replica, key: str,
 
     def client(n: int) -> None:
         rng = random.Random(args.seed * 1000 + n)
-        with httpx.Client(base_url=replica.url, timeout=args.timeout_s,
+        with httpx.Client(base_url=url, timeout=args.timeout_s,
                           headers={"Authorization": f"Bearer {key}"}) as http:
             i = 0
             while time.monotonic() < deadline:
@@ -108,7 +142,7 @@ def _drive(args: SoakArgs, replica: Replica, key: str,
 
     threads = [threading.Thread(target=client, args=(n,), daemon=True)
                for n in range(args.clients)]
-    sampler = threading.Thread(target=_sample_rss, args=(replica, args.sample_s, stop, rss,
+    sampler = threading.Thread(target=_sample_rss, args=(pid, args.sample_s, stop, rss,
                                                          progress, ops), daemon=True)
     start = time.monotonic()
     for t in [*threads, sampler]:
@@ -181,12 +215,12 @@ def _status(r: httpx.Response) -> str:
     return "" if r.status_code < 300 else str(r.status_code)
 
 
-def _sample_rss(replica: Replica, every_s: float, stop: threading.Event,
+def _sample_rss(pid: Callable[[], int], every_s: float, stop: threading.Event,
                 out: list[tuple[float, int]], progress: Callable[[str], None],
                 ops: Counter[str]) -> None:
     start = time.monotonic()
     while not stop.is_set():
-        rss = _rss_bytes(replica.proc.pid)
+        rss = _rss_bytes(pid())
         if rss:
             out.append((time.monotonic() - start, rss))
             progress(f"[soak {out[-1][0]:6.0f}s] rss {rss / 2**20:.0f} MB, "
