@@ -27,9 +27,9 @@ def ray_session(args: JobArgs) -> Iterator[None]:
         return
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     env = {"env_vars": {"RAY_AUTH_MODE": os.environ["RAY_AUTH_MODE"]}}
-    if args.ray.address is None:
-        ray.init(num_cpus=args.ray.num_cpus, include_dashboard=False, log_to_driver=False,
-                 runtime_env=env)
+    if args.ray.address is None:  # "local": a new instance, never one already running here
+        ray.init(address="local", num_cpus=args.ray.num_cpus, include_dashboard=False,
+                 log_to_driver=False, runtime_env=env)
     else:
         ray.init(address=args.ray.address, runtime_env=env)
     _configure_data()

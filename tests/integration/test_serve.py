@@ -34,7 +34,7 @@ def base_url(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedOpenAI) -> I
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     # Two apps, three replicas of one logical CPU each (Serve's default); the machine
     # itself may have 2 cores: logical CPUs only place actors.
-    ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=3, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"RAY_AUTH_MODE": "disabled"}})
     port = free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port})
