@@ -50,12 +50,6 @@ async def _mem0(request: Request) -> compat.Memory:
 Mem0 = Annotated[compat.Memory, Depends(_mem0)]
 
 
-def _number(value: Any) -> Any:
-    if isinstance(value, str | bool):
-        raise ValueError("must be a JSON number, not a string or boolean")
-    return value
-
-
 def _boolean(value: Any) -> Any:
     if not isinstance(value, bool):
         raise ValueError("must be a JSON boolean")
@@ -64,9 +58,8 @@ def _boolean(value: Any) -> Any:
 
 # As in the REST API's schemas: JSON types as declared (`"top_k": "5"` or
 # `"show_expired": 0` is a 422; pydantic's lax mode would take them).
-_NUMBER = BeforeValidator(_number)
 OnlyFalse = Annotated[Literal[False], BeforeValidator(_boolean)]
-Similarity = Annotated[float, Field(ge=-1, le=1), _NUMBER]
+Similarity = Annotated[float, Field(ge=-1, le=1), s.JSON_NUMBER]
 Types = MemoryType | Annotated[list[MemoryType], Field(min_length=1)]
 _TYPES = "A memory type, or a non-empty list of them."
 
@@ -152,7 +145,7 @@ class Mem0SearchBody(BaseModel):
 
     query: s.Text
     filters: Mem0SearchFilters
-    top_k: Annotated[int, Field(ge=1, le=1000), _NUMBER] | None = None
+    top_k: Annotated[int, Field(ge=1, le=1000), s.JSON_NUMBER] | None = None
     threshold: Similarity | None = Field(None, description="A cosine floor.")
     rerank: s.StrictBool = Field(False, description="Accepted; memray always ranks its own "
                                  "way.")

@@ -33,8 +33,8 @@ def _iso_only(value: Any) -> Any:
 # JSON types as the schema states them: `"async": 0`, `"top_k": "5"` or `"timestamp": 0`
 # are a 422 (pydantic's lax mode would take them); `1.0` stays an integer, as in JSON Schema.
 StrictBool = Annotated[bool, Field(strict=True)]
-_NUMBER = BeforeValidator(_not_str_or_bool)  # after the bounds, so they stay in the schema
-Version = Annotated[int, Field(ge=0), _NUMBER]
+JSON_NUMBER = BeforeValidator(_not_str_or_bool)  # after the bounds, so they stay in the schema
+Version = Annotated[int, Field(ge=0), JSON_NUMBER]
 IsoTime = Annotated[AwareDatetime, BeforeValidator(_iso_only)]
 
 # What `str.strip()` removes (core/validate.py): Unicode White_Space plus U+001C..U+001F.
@@ -179,7 +179,7 @@ class AddRequest(BaseModel):
     agent_id: ScopeId | None = None
     metadata: dict[str, Any] | None = None
     infer: StrictBool = True
-    consent: Annotated[int, Field(ge=0, le=2), _NUMBER] | None = None
+    consent: Annotated[int, Field(ge=0, le=2), JSON_NUMBER] | None = None
     timestamp: IsoTime | None = Field(None, description="The time of messages that "
                                             "carry none of their own.")
     run_async: StrictBool = Field(False, alias="async", description="202 once durably queued.")
@@ -197,7 +197,7 @@ class SearchFilters(BaseModel):
     session_id: ScopeId | None = None
     created_after: IsoTime | None = None
     created_before: IsoTime | None = None
-    min_importance: Annotated[float, Field(ge=-1, le=1), _NUMBER] | None = None
+    min_importance: Annotated[float, Field(ge=-1, le=1), JSON_NUMBER] | None = None
 
 
 class SearchRequest(BaseModel):
@@ -205,9 +205,9 @@ class SearchRequest(BaseModel):
 
     user_id: ScopeId
     query: Text
-    top_k: Annotated[int, Field(ge=1, le=1024), _NUMBER] | None = None
+    top_k: Annotated[int, Field(ge=1, le=1024), JSON_NUMBER] | None = None
     filters: SearchFilters | None = None
-    threshold: Annotated[float, Field(ge=-1, le=1), _NUMBER] | None = None
+    threshold: Annotated[float, Field(ge=-1, le=1), JSON_NUMBER] | None = None
     min_version: Version | None = Field(None, description="Read at least this memory "
                                         "version of the user (from a write's `version`); "
                                         "409 if the log does not reach it within the "
