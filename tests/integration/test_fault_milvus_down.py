@@ -31,6 +31,7 @@ import sqlite3
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,16 +159,10 @@ class Traffic:
 
 def add(http: httpx.Client, ledger: Ledger, user: str, text: str) -> httpx.Response | None:
     content = f"{user} note {text}"
-    start = time.monotonic()
-    try:
-        r = http.post("/v1/memories", json={"user_id": user, "messages": content,
-                                            "infer": False})
-    except httpx.HTTPError as exc:
-        with ledger.lock:
-            ledger.in_doubt.add(content)
-            ledger.slow.append(f"add: no answer ({type(exc).__name__})")
+    r = _send(ledger, "add", content, lambda: http.post(
+        "/v1/memories", json={"user_id": user, "messages": content, "infer": False}))
+    if r is None:
         return None
-    ledger.answer("add", r, time.monotonic() - start)
     with ledger.lock:
         if r.status_code == 200:
             ids = [e["memory_id"] for e in r.json()["events"] if e["op"] == "ADD"]
@@ -180,18 +175,28 @@ def add(http: httpx.Client, ledger: Ledger, user: str, text: str) -> httpx.Respo
     return r
 
 
+def _send(ledger: Ledger, op: str, subject: str,
+          call: Callable[[], httpx.Response]) -> httpx.Response | None:
+    """One write, timed into the ledger; no answer leaves `subject` in doubt (None)."""
+    start = time.monotonic()
+    try:
+        r = call()
+    except httpx.HTTPError as exc:
+        with ledger.lock:
+            ledger.in_doubt.add(subject)
+            ledger.slow.append(f"{op}: no answer ({type(exc).__name__})")
+        return None
+    ledger.answer(op, r, time.monotonic() - start)
+    return r
+
+
 def delete(http: httpx.Client, ledger: Ledger, user: str, mid: str) -> httpx.Response | None:
     with ledger.lock:
         ledger.deleting.add(mid)
-    start = time.monotonic()
-    try:
-        r = http.delete(f"/v1/memories/{mid}", params={"user_id": user})
-    except httpx.HTTPError as exc:
-        with ledger.lock:
-            ledger.in_doubt.add(mid)
-            ledger.slow.append(f"delete: no answer ({type(exc).__name__})")
+    r = _send(ledger, "delete", mid, lambda: http.delete(f"/v1/memories/{mid}",
+                                                         params={"user_id": user}))
+    if r is None:
         return None
-    ledger.answer("delete", r, time.monotonic() - start)
     with ledger.lock:
         ledger.deleting.discard(mid)
         if r.status_code == 200:
