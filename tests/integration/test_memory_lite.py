@@ -262,3 +262,27 @@ def test_concurrent_identical_verbatim_adds_store_one(mem: Memory) -> None:
     for t in threads:
         t.join()
     assert [r.content for r in mem.get_all(user_id="u").items] == ["I like tea"]
+
+
+def test_lite_flushes_single_adds_to_segments_and_keeps_deletes(
+        tmp_path: Path, embedder: CachedEmbedder) -> None:
+    """milvus-lite's own memtable budget (128 MB) kept every single-row add in memory,
+    walked row by row by each query: adds slowed as the dir grew and the process grew
+    until the flush. memray's budget flushes every few hundred rows; what was flushed and
+    what was deleted across the flushes must survive a reopen exactly."""
+    cfg = MemoryConfig(data_dir=str(tmp_path / "d"))
+    ids = []
+    with Memory(cfg, embedder=embedder) as m:
+        for i in range(240):
+            ids.append(m.add(f"lab note {i}: sample {i * 7} was stored in rack {i % 9}",
+                             user_id="u", infer=False).events[0].memory_id)
+            if i % 10 == 9:  # deletes both before and after the flushes
+                m.delete(ids[i - 5], user_id="u")
+        # (closing flushes too: look while open)
+        assert list((tmp_path / "d" / "milvus.db").rglob("data_*.parquet")), "never flushed"
+    deleted = set(ids[4::10])
+    with Memory(cfg, embedder=embedder) as again:
+        held = [r.id for r in again.get_all(user_id="u", limit=500).items]
+        assert sorted(held) == sorted(set(ids) - deleted)
+        hit = again.search("which rack holds sample 217?", user_id="u", top_k=3)
+        assert "sample 217 " in " ".join(h.memory.content for h in hit)
