@@ -72,6 +72,17 @@ class _LiteNoiseFilter(logging.Filter):
         return "Method not implemented" not in record.getMessage()
 
 
+def _system_arrow_pool() -> None:
+    """milvus-lite builds Arrow batches, snapshots and segments on every write and flush.
+    pyarrow's default pool (mimalloc) keeps what they free: 2,000 single adds grew the
+    process by 106 MB while Arrow itself held 4 MB; with the system allocator, 43 MB
+    (measured in process, 2026-12-03). Process-wide, so only where lite runs."""
+    import pyarrow as pa
+
+    if pa.default_memory_pool().backend_name != "system":
+        pa.set_memory_pool(pa.system_memory_pool())
+
+
 def _single_thread_faiss() -> None:
     """milvus-lite searches with FAISS in this process. Its idle OpenMP threads spin-wait
     and starve torch's (measured: query-embedding p95 98 ms -> 18 ms on 2 cores); one
@@ -158,6 +169,7 @@ class MilvusStore:
         if is_lite_uri(self._uri):
             Path(self._uri).parent.mkdir(parents=True, exist_ok=True)
             _single_thread_faiss()
+            _system_arrow_pool()
             grpc_log = logging.getLogger("grpc._server")
             if not any(isinstance(f, _LiteNoiseFilter) for f in grpc_log.filters):
                 grpc_log.addFilter(_LiteNoiseFilter())
