@@ -46,14 +46,6 @@ class _ToDebug(logging.Filter):
 for _name in ("pymilvus.decorators", "milvus_lite.adapter.grpc.servicer",
               "milvus_lite.server_manager"):
     logging.getLogger(_name).addFilter(_ToDebug())
-# milvus-lite 3 keeps inserted rows in a memtable until 128 MB of Arrow buffers, and every
-# query and search walks that memtable row by row in Python. Memory's single-row adds made
-# each add slower as the dir grew (0.3 s at 2,000 rows) and the process grow ~60 KB a row
-# until the flush. A 256 KiB budget flushes to Parquet segments (searched vectorised) every
-# ~120 rows: adds stay ~50 ms. Read once, when milvus_lite is first imported; a value the
-# user set wins.
-LITE_MEMTABLE_ENV = "MILVUS_LITE_MEMTABLE_MEMORY_LIMIT_BYTES"
-os.environ.setdefault(LITE_MEMTABLE_ENV, str(256 * 1024))
 T = TypeVar("T")
 _BATCH = 1000
 _QUERY_WINDOW = 16_384  # Milvus' largest offset+limit for one query.
@@ -70,6 +62,16 @@ class _LiteNoiseFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return "Method not implemented" not in record.getMessage()
+
+
+def _small_lite_memtable() -> None:
+    """milvus-lite 3 keeps inserted rows in a memtable until 128 MB of Arrow buffers, and
+    every query and search walks that memtable row by row in Python. Memory's single-row
+    adds made each add slower as the dir grew (0.3 s at 2,000 rows) and the process grow
+    ~60 KB a row until the flush. A 256 KiB budget flushes to Parquet segments (searched
+    vectorised) every ~120 rows: adds stay ~50 ms. milvus-lite reads it once, at its first
+    import (the first lite open); a value the user set wins."""
+    os.environ.setdefault("MILVUS_LITE_MEMTABLE_MEMORY_LIMIT_BYTES", str(256 * 1024))
 
 
 def _system_arrow_pool() -> None:
@@ -169,6 +171,7 @@ class MilvusStore:
         if is_lite_uri(self._uri):
             Path(self._uri).parent.mkdir(parents=True, exist_ok=True)
             _single_thread_faiss()
+            _small_lite_memtable()
             _system_arrow_pool()
             grpc_log = logging.getLogger("grpc._server")
             if not any(isinstance(f, _LiteNoiseFilter) for f in grpc_log.filters):
