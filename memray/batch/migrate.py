@@ -160,8 +160,7 @@ def _stage(syncer: Syncer, staging: Path, counts: Counter[str], progress: Progre
 
     for uid in syncer.users():
         copy, gone = syncer.plan_user(uid)
-        if gone:
-            counts["stale_deleted"] += syncer.target.delete(uid, gone)
+        counts["stale_deleted"] += syncer.delete_stale(uid, gone)
         buf.extend(copy)
         total += len(copy)
         counts["staged"] = total

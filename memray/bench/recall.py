@@ -17,12 +17,13 @@ from typing import Any
 import numpy as np
 
 from memray.config import MemoryConfig
-from memray.core.factory import build_embedder, build_store, embedder_runtime
-from memray.core.ids import new_id
+from memray.core.changes import ChangeSet
+from memray.core.committer import Committer
+from memray.core.factory import build_embedder, build_event_log, build_store, embedder_runtime
 from memray.core.memory import Memory
-from memray.models import MemoryRecord, MemoryType, content_hash, utcnow
+from memray.core.records import new_record
+from memray.models import utcnow
 from memray.settings import load_settings
-from memray.store.base import StoredMemory, VectorStore
 
 
 @dataclass(frozen=True)
@@ -45,22 +46,26 @@ def percentiles(samples_ms: list[float]) -> dict[str, float]:
         "mean": round(float(arr.mean()), 2)}
 
 
-def _fill(store: VectorStore, args: RecallBenchArgs, progress: Callable[[str], None]) -> None:
+def _fill(committer: Committer, args: RecallBenchArgs,
+          progress: Callable[[str], None]) -> None:
+    """The synthetic corpus, written as every memory is: change sets through the
+    committer (bulk: committed per user, then applied in large store calls)."""
+    store = committer.store
     rng = np.random.default_rng(args.seed)
     now = utcnow()
-    batch: list[StoredMemory] = []
     total = args.users * args.per_user
+    batch: dict[str, ChangeSet] = {}
     for n in range(total):
         user = f"user-{n % args.users:05d}"
         text = f"synthetic memory {n} of {user}"
-        rec = MemoryRecord(id=new_id(), user_id=user, content=text, type=MemoryType.FACT,
-                           created_at=now, updated_at=now, last_confirmed_at=now,
-                           embedding_model=store.model, content_hash=content_hash(text))
         vec = rng.standard_normal(store.dim).astype(np.float32)
-        batch.append(StoredMemory(rec, vec / np.linalg.norm(vec)))
-        if len(batch) == 5000 or n == total - 1:
-            store.insert(batch)
-            batch = []
+        rec = new_record(user_id=user, content=text, embedding_model=store.model, at=now)
+        batch.setdefault(user, ChangeSet(user)).put(rec, vec / np.linalg.norm(vec), None, now)
+        if sum(len(c.upserts) for c in batch.values()) == 5000 or n == total - 1:
+            for changes in batch.values():
+                committer.commit(changes, apply=False)
+            committer.drain_users(list(batch))
+            batch = {}
             progress(f"inserted {n + 1}/{total}")
 
 
@@ -106,7 +111,12 @@ def run(args: RecallBenchArgs, progress: Callable[[str], None] = print) -> dict[
     store.open()
     t = time.perf_counter()
     if store.count("user-00000") == 0:
-        _fill(store, args, progress)
+        events = build_event_log(cfg, load_settings(), dim=embedder.dim)
+        events.open()
+        try:
+            _fill(Committer(store, events), args, progress)
+        finally:
+            events.close()
         time.sleep(6)  # past Milvus' 5 s bounded staleness, so every row is searched
     fill_s = time.perf_counter() - t
     store.close()

@@ -1,5 +1,5 @@
 """Memory Doctor: checks that the vector store agrees with the event log, per user, and
-repairs what is safe to repair through the normal write path (the applier: one commit of
+repairs what is safe to repair through the normal write path (the committer: one commit of
 the event log, then the outbox applies it).
 
 The event log is the truth. A user's memories according to the log are what their
@@ -37,10 +37,11 @@ from datetime import datetime, timedelta
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
+from memray.core.changes import ChangeSet
 from memray.core.engine import Engine
-from memray.models import MemoryEvent, MemoryRecord, MemoryStatus, utcnow
+from memray.models import MemoryRecord, MemoryStatus, utcnow
 from memray.store.base import StoredMemory, Vector, Where
-from memray.store.events import Pending, StoreOp
+from memray.store.events import Pending
 from memray.store.rows import to_ms
 
 log = logging.getLogger(__name__)
@@ -158,7 +159,7 @@ class Doctor:
 
     def check(self, user_id: str) -> UserReport:
         """One user's problems; changes nothing."""
-        with self._engine.user_lock(user_id):
+        with self._engine.committer.locked(user_id):
             return self._diagnose(user_id, utcnow()).report()
 
     def _diagnose(self, uid: str, now: datetime) -> _Diagnosis:
@@ -204,8 +205,8 @@ class Doctor:
         """Repair one user (see the module docstring), then check it again; the report
         says what was changed in `repaired`."""
         e = self._engine
-        with e.user_lock(user_id):
-            if e.events.has_pending(user_id) and not e.applier.drain_user(user_id):
+        with e.committer.locked(user_id):
+            if e.events.has_pending(user_id) and not e.committer.drain_user(user_id):
                 log.warning("doctor: the store refused the queued ops of a user; "
                             "nothing else repaired")
                 return self._diagnose(user_id, utcnow()).report(
@@ -228,25 +229,31 @@ class Doctor:
             for mid in sorted(found[why]):
                 record, vector = fixes.rows.get(mid, (d.rows[mid].record, d.rows[mid].vector))
                 fixes.expire(record, vector, why)
-        gone = () if d.log_missing else tuple(sorted(found["orphan_vectors"]))
+        gone = [] if d.log_missing else [d.rows[i].record for i in sorted(found["orphan_vectors"])]
         self._write(d.user_id, fixes, gone)
         done = dict(fixes.counts)
         if gone:
             done["orphan_vectors"] = len(gone)
         return done
 
-    def _write(self, uid: str, fixes: _Fixes, gone: tuple[str, ...]) -> None:
+    def _write(self, uid: str, fixes: _Fixes, gone: list[MemoryRecord]) -> None:
         e = self._engine
         todo = [r for r, v in fixes.rows.values() if v is None or not _ok(v, e.store.dim)]
         vectors = {r.id: v for r, v in fixes.rows.values() if v is not None}
         if todo:
             fresh = e.embedder.embed([r.index_text for r in todo])
             vectors.update((r.id, v) for r, v in zip(todo, fresh, strict=True))
-        rows = tuple(StoredMemory(r, vectors[r.id]) for r, _ in fixes.rows.values())
-        ops = ([StoreOp("replace", uid, rows=rows)] if rows else []) + (
-            [StoreOp("delete", uid, ids=gone)] if gone else [])
-        if ops:
-            e.applier.write(uid, fixes.events(uid), ops)
+        changes = ChangeSet(uid)
+        for record, _ in fixes.rows.values():
+            if record.id in fixes.changed:
+                previous, why = fixes.changed[record.id]
+                changes.put(record, vectors[record.id], previous, fixes.now, why)
+            else:
+                changes.restore(record, vectors[record.id])
+        for orphan in gone:  # rows the log never had: nothing to remember or to purge
+            changes.delete(orphan, fixes.now, "doctor: orphan vector", tombstone=False)
+        if not changes.empty:
+            e.committer.commit(changes)
 
 
 @dataclass
@@ -303,11 +310,6 @@ class _Fixes:
         self.changed[record.id] = (previous, "expired" if why == "expired_active"
                                    else "retired")
         self._count(why)
-
-    def events(self, uid: str) -> list[MemoryEvent]:
-        return [MemoryEvent(op="UPDATE", memory_id=mid, user_id=uid,
-                            memory=self.rows[mid][0], previous=old, at=self.now, reason=why)
-                for mid, (old, why) in self.changed.items()]
 
 
 def _ok(vector: Vector, dim: int) -> bool:

@@ -1,13 +1,11 @@
-"""`Engine`: the parts of an open `Memory` that batch jobs drive directly."""
+"""`Engine`: the parts of an open `Memory` that batch jobs and integrations drive."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from memray.config import MemoryConfig
-from memray.core.applier import Applier
+from memray.core.committer import Committer
 from memray.embed.base import Embedder
 from memray.store.base import VectorStore
 from memray.store.events import EventLog
@@ -15,12 +13,12 @@ from memray.store.events import EventLog
 
 @dataclass(frozen=True)
 class Engine:
-    """Jobs write through the same applier (outbox, versions, hot set) as `Memory`, and
-    take the same per-user lock, so a job and online writes of one user never interleave."""
+    """Jobs read through `store` and `events` and write only by handing change sets to
+    `committer` (outbox, versions, hot set, the user's lock, the write gate), the same
+    one `Memory` writes through, so a job and online writes of one user never interleave."""
 
     config: MemoryConfig
     store: VectorStore
     events: EventLog
-    applier: Applier
+    committer: Committer
     embedder: Embedder
-    user_lock: Callable[[str], AbstractContextManager[None]]

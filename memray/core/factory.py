@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import Literal
 
 from memray.config import INT8_SUFFIX, EmbedderConfig, MemoryConfig
-from memray.core.applier import Applier
+from memray.core.committer import Committer
 from memray.core.resolve import Resolver
 from memray.core.session import SessionMemory
-from memray.core.versions import SeenVersions
 from memray.core.writepath import WritePath
 from memray.embed.base import Embedder
 from memray.embed.batching import BatchingEmbedder
@@ -91,16 +90,15 @@ def build_extractor(cfg: MemoryConfig) -> Extractor:
 
 
 def build_write_path(cfg: MemoryConfig, *, store: VectorStore, events: EventLog,
-                     applier: Applier, embedder: Embedder, sessions: SessionMemory,
-                     seen: SeenVersions | None = None) -> WritePath:
+                     committer: Committer, embedder: Embedder,
+                     sessions: SessionMemory) -> WritePath:
     extractor = build_extractor(cfg)
-    judge = getattr(extractor, "judge", None)
-    resolver = Resolver(store, embedder, cfg.write, judge=judge)
+    resolver = Resolver(store, embedder, cfg.write, judge=extractor.grey_band_judge())
     llm = cfg.write.llm
-    return WritePath(store=store, events=events, applier=applier, extractor=extractor,
+    return WritePath(store=store, events=events, committer=committer, extractor=extractor,
                      resolver=resolver, sessions=sessions,
                      every_n_turns=cfg.write.extract_every_n_turns,
-                     max_existing=llm.max_existing if llm else 10, seen=seen)
+                     max_existing=llm.max_existing if llm else 10)
 
 
 def postgres_dsn(cfg: MemoryConfig, settings: Settings) -> str | None:

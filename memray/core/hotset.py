@@ -2,7 +2,7 @@
 is a small matrix product instead of a store round trip.
 
 Coherence comes from the per-user memory version in the event log: an entry is used only
-while the version it was loaded at is still current, and the applier drops a user's entry
+while the version it was loaded at is still current, and the committer drops a user's entry
 whenever it changes that user's rows in ways it cannot follow; a write whose ops it sees
 is applied to the entry in place (reloading a 10k-memory user costs about 2.4 s on
 milvus-lite). Only for stores this process owns (milvus-lite); with

@@ -15,20 +15,21 @@ from memray import tracing
 from memray.config import MemoryConfig
 from memray.core import filters as search_filters
 from memray.core import validate
-from memray.core.applier import Applier
+from memray.core.changes import ChangeSet
+from memray.core.committer import Committer
 from memray.core.doctor import Doctor, DoctorReport
 from memray.core.engine import Engine
 from memray.core.factory import build_embedder, build_event_log, build_store, build_write_path
 from memray.core.follow import LIVE_EMBEDDER, LiveEmbedder, Throttle
 from memray.core.gate import WriteGate
 from memray.core.hotset import HotSet
-from memray.core.ids import new_id
 from memray.core.intent import OBJECT_SLOTS, memory_topics, query_topics, slot_of, topic_slots
 from memray.core.messages import Message, normalize
 from memray.core.policies import redact
 from memray.core.profile import Profile, Profiles, llm_summarizer
 from memray.core.prompt import prompt_section
 from memray.core.ranking import Evidence, background, content_terms, decide, rank
+from memray.core.records import new_record
 from memray.core.resolve import Scope
 from memray.core.session import SessionMemory
 from memray.core.versions import OutboxDrainer, SeenVersions
@@ -54,7 +55,7 @@ from memray.models import (
 )
 from memray.settings import load_settings
 from memray.store.base import StoredMemory, Vector, VectorStore, Where
-from memray.store.events import EventLog, StoreOp, Tombstone, TurnLog
+from memray.store.events import EventLog, TurnLog
 from memray.store.rows import to_ms
 
 log = logging.getLogger(__name__)
@@ -97,7 +98,7 @@ class Memory:
         self._store_arg, self._events_arg = store, events
         self._store: VectorStore | None = None
         self._events: EventLog | None = None
-        self._applier: Applier | None = None
+        self._committer: Committer | None = None
         self._writer: WritePath | None = None
         self._sessions = SessionMemory()
         self._hot: HotSet | None = None
@@ -121,7 +122,7 @@ class Memory:
     # -- lifecycle ---------------------------------------------------------------
     def open(self) -> Memory:
         with self._open_lock:
-            if self._applier is not None:
+            if self._committer is not None:
                 return self
             self._embedder.open()
             model, dim = self._embedder.model, self._embedder.dim
@@ -141,8 +142,8 @@ class Memory:
                 raise
             self._events = events
             self._install(self._embedder, store)
-            assert self._applier is not None
-            self._applier.drain()
+            assert self._committer is not None
+            self._committer.drain()
             self._recover_if_crashed(store, events)
             self._drainer = OutboxDrainer(self._drain_now, self.config.store.outbox_retry_s)
             self._drainer.start()
@@ -153,7 +154,7 @@ class Memory:
         have lost its latest writes (milvus-lite keeps them in a WAL that a crash can
         tear), while the log holds them as applied: the doctor rebuilds what is missing
         from the log before anything is read."""
-        if not getattr(store, "is_embedded", False) or getattr(events, "shared", False):
+        if not store.is_embedded or events.shared:
             return
         if events.get_meta(_EMBEDDED_STATE) == "open":
             log.warning("%s was not closed by the last process that used it; checking the "
@@ -164,10 +165,10 @@ class Memory:
         events.set_meta(_EMBEDDED_STATE, "open")
 
     def _drain_now(self) -> None:
-        applier = self._applier
-        if applier is not None:
+        committer = self._committer
+        if committer is not None:
             with self._gate.shared():
-                applier.drain()
+                committer.drain()
 
     def _install(self, embedder: Embedder, store: VectorStore) -> None:
         assert self._events is not None
@@ -176,18 +177,17 @@ class Memory:
         # A hot set is checked against the user's version in the log before every use, so
         # it is coherent wherever every writer bumps that version: an embedded store, or
         # a server whose writers all share this log (PostgreSQL).
-        coherent = getattr(store, "is_embedded", False) or getattr(self._events, "shared", False)
-        if mode == "on" or (mode == "auto" and coherent):
+        shared = self._events.shared
+        if mode == "on" or (mode == "auto" and (store.is_embedded or shared)):
             hot = HotSet(dim=embedder.dim, max_users=self.config.recall.hot_set_users)
-        check = self._live_model_check(embedder.model) \
-            if getattr(self._events, "shared", False) else None
-        applier = Applier(store, self._events, on_change=hot, check=check)
-        shared = getattr(self._events, "shared", False)
+        committer = Committer(store, self._events, gate=self._gate, on_change=hot,
+                              check=self._live_model_check(embedder.model) if shared else None,
+                              seen=self._seen if shared else None)
         self._writer = build_write_path(self.config, store=store, events=self._events,
-                                        applier=applier, embedder=embedder,
-                                        sessions=self._sessions,
-                                        seen=self._seen if shared else None)
-        self._embedder, self._store, self._hot, self._applier = embedder, store, hot, applier
+                                        committer=committer, embedder=embedder,
+                                        sessions=self._sessions)
+        self._embedder, self._store, self._hot = embedder, store, hot
+        self._committer = committer
         self._live = (embedder, store, hot)
 
     def switch_backend(self, embedder: Embedder, store: VectorStore,
@@ -199,8 +199,8 @@ class Memory:
         nothing is switched). Searches keep running on the old pair until the swap.
         """
         with self._gate.exclusive():
-            _, events, applier = self._parts()
-            if not applier.drain():
+            _, events, committer = self._parts()
+            if not committer.drain():
                 raise StoreError("queued writes could not be applied; not switching")
             final()
             events.set_dim(embedder.dim)
@@ -236,7 +236,7 @@ class Memory:
 
     def _follow_model(self, *, force: bool = False) -> None:
         """Switch to the embedder a migration made live, if it changed (throttled)."""
-        if self._applier is None or not (force or self._model_check.due()):
+        if self._committer is None or not (force or self._model_check.due()):
             return
         _, events, _ = self._parts()
         raw = events.get_meta(LIVE_EMBEDDER)
@@ -260,17 +260,16 @@ class Memory:
 
     def close(self) -> None:
         with self._open_lock:
-            if self._applier is None:
+            if self._committer is None:
                 return
             assert self._store is not None and self._events is not None
             if self._drainer is not None:
                 self._drainer.stop()
                 self._drainer = None
-            self._applier = self._writer = self._hot = self._live = None
+            self._committer = self._writer = self._hot = self._live = None
             self._sessions.clear()
             self._store.close()
-            if getattr(self._store, "is_embedded", False) and \
-                    not getattr(self._events, "shared", False):
+            if self._store.is_embedded and not self._events.shared:
                 self._events.set_meta(_EMBEDDED_STATE, "closed")
             for retired in self._retired:
                 retired.close()
@@ -286,21 +285,20 @@ class Memory:
         self.close()
 
     def engine(self) -> Engine:
-        """The open store, event log and applier, for batch jobs (memray.batch)."""
-        store, events, applier = self._parts()
-        return Engine(self.config, store, events, applier, self._embedder,
-                      self._write_path().user_lock)
+        """The open store, event log and committer, for batch jobs (memray.batch)."""
+        store, events, committer = self._parts()
+        return Engine(self.config, store, events, committer, self._embedder)
 
     def turn_log(self) -> TurnLog:
         """The open log's turns and async-add queue (the API queues async adds there)."""
         return self._parts()[1]
 
-    def _parts(self) -> tuple[VectorStore, EventLog, Applier]:
-        if self._applier is None:
+    def _parts(self) -> tuple[VectorStore, EventLog, Committer]:
+        if self._committer is None:
             self.open()
         assert self._store is not None and self._events is not None
-        assert self._applier is not None
-        return self._store, self._events, self._applier
+        assert self._committer is not None
+        return self._store, self._events, self._committer
 
     # -- write -------------------------------------------------------------------
     @tracing.memory_operation("upsert_memory")
@@ -385,9 +383,8 @@ class Memory:
             return self._add_verbatim_locked(scope, turns)
 
     def _add_verbatim_locked(self, scope: Scope, turns: list[Message]) -> AddResult:
-        store, _, applier = self._parts()
-        uid, sid, aid, meta = scope.user_id, scope.session_id, scope.agent_id, scope.metadata
-        now = utcnow()
+        store, events, committer = self._parts()
+        uid, now = scope.user_id, utcnow()
         chars = self.config.write.reply_context_chars
         hashes: dict[str, tuple[int, str, Message]] = {}
         for m in turns:
@@ -395,37 +392,57 @@ class Memory:
             hashes.setdefault(content_hash(text), (m.index, text, m))
         where = Where(content_hashes=tuple(hashes), statuses=_ACTIVE, alive_at_ms=to_ms(now))
         known = {r.content_hash: r for r in store.query(uid, where)}
-        events: list[MemoryEvent] = []
-        fresh: list[MemoryRecord] = []
+        # In the order given: (the stored exact repeat, None) or (None, the new memory).
+        decided: list[tuple[MemoryRecord | None, MemoryRecord | None]] = []
         for h, (index, text, msg) in hashes.items():
-            if h in known:
-                events.append(MemoryEvent(op="NOOP", memory_id=known[h].id, user_id=uid,
-                                          memory=known[h], at=now, reason="already stored"))
-                continue
-            record = MemoryRecord(
-                id=new_id(), user_id=uid, agent_id=aid, session_id=sid, type=MemoryType.MESSAGE,
-                content=text, source_turn_ids=(str(index),), source_excerpt=text[:200],
-                created_at=now, updated_at=now, last_confirmed_at=now,
-                embedding_model=self._embedder.model, content_hash=h, metadata=dict(meta),
-                occurred_at=msg.timestamp,
-                reply_to=redact(" ".join((msg.reply_to or "").split()))[:chars] if chars else "")
-            fresh.append(record)
-            events.append(MemoryEvent(op="ADD", memory_id=record.id, user_id=uid,
-                                      memory=record, at=now))
+            reply = redact(" ".join((msg.reply_to or "").split()))[:chars] if chars else ""
+            decided.append((known[h], None) if h in known else (None, new_record(
+                user_id=uid, content=text, embedding_model=self._embedder.model, at=now,
+                type=MemoryType.MESSAGE, agent_id=scope.agent_id, session_id=scope.session_id,
+                source_turn_ids=(str(index),), metadata=dict(scope.metadata),
+                occurred_at=msg.timestamp, reply_to=reply)))
+        fresh = [new for _, new in decided if new is not None]
         if fresh and scope.consent == 1:  # this session only: held in process, not stored
             fresh = [r.model_copy(update={"consent": 1}) for r in fresh]
-            self._sessions.add(uid, sid or "", fresh)
+            self._sessions.add(uid, scope.session_id or "", fresh)
             return AddResult(events=[MemoryEvent(op="ADD", memory_id=r.id, user_id=uid,
                                                  memory=r, at=now,
                                                  reason="session only (consent 1)")
                                      for r in fresh])
-        if not fresh:
-            return AddResult(events=events, version=self._parts()[1].version(uid))
-        vectors = self._embedder.embed([r.index_text for r in fresh])
-        rows = tuple(StoredMemory(r, v) for r, v in zip(fresh, vectors, strict=True))
-        version = applier.write(uid, [e for e in events if e.op == "ADD"],
-                                [StoreOp("replace", uid, rows=rows)])
-        return AddResult(events=events, version=version)
+        vectors = dict(zip((r.id for r in fresh),
+                           self._embedder.embed([r.index_text for r in fresh]) if fresh else [],
+                           strict=True))
+        changes = ChangeSet(uid)
+        for old, new in decided:
+            if old is not None:
+                changes.noop(old, now, "already stored")
+            elif new is not None:
+                changes.put(new, vectors[new.id], None, now)
+        version = committer.commit(changes) if fresh else events.version(uid)
+        return AddResult(events=changes.events, version=version)
+
+    def write_changes(self, user_id: str,
+                      build: Callable[[Engine], ChangeSet | None]) -> int | None:
+        """The way for an integration that keeps its own items (the LangGraph store) to
+        change memory: `build` runs under the user's write lock with the live engine
+        (read through its store, embed with its embedder) and returns the change set to
+        commit, or None for nothing; if a migration made another model live meanwhile,
+        it runs once more with the new one. Returns the user's version after the
+        commit (None: nothing was committed)."""
+        uid = validate.user_id(user_id)
+
+        def run() -> int | None:
+            with self._write_path().user_lock(uid):
+                engine = self.engine()
+                changes = build(engine)
+                if changes is None or changes.empty:
+                    return None
+                if changes.user_id != uid:
+                    raise ValueError(f"a change set of {changes.user_id!r} built for {uid!r}")
+                return engine.committer.commit(changes)
+
+        self._follow_model()
+        return self._write(run)
 
     @tracing.memory_operation("update_memory")
     def update(self, memory_id: str, content: str, *, user_id: str) -> MemoryEvent:
@@ -441,18 +458,16 @@ class Memory:
             return run()
 
     def _update(self, uid: str, mid: str, text: str) -> MemoryEvent:
-        _, _, applier = self._parts()
+        _, _, committer = self._parts()
         old = self._require(uid, mid)
         now = utcnow()
         new = old.model_copy(update={"content": text, "content_hash": content_hash(text),
                                      "updated_at": now, "last_confirmed_at": now,
                                      "embedding_model": self._embedder.model})
-        vector = self._embedder.embed([new.index_text])[0]
-        event = MemoryEvent(op="UPDATE", memory_id=mid, user_id=uid, memory=new,
-                            previous=old, at=now)
-        version = applier.write(uid, [event],
-                                [StoreOp("replace", uid, rows=(StoredMemory(new, vector),))])
-        return event.model_copy(update={"version": version})
+        changes = ChangeSet(uid)
+        changes.put(new, self._embedder.embed([new.index_text])[0], old, now)
+        version = committer.commit(changes)
+        return changes.events[0].model_copy(update={"version": version})
 
     @tracing.memory_operation("delete_memory")
     def delete(self, memory_id: str, *, user_id: str) -> MemoryEvent:
@@ -461,27 +476,27 @@ class Memory:
         return self._write(lambda: self._locked(uid, lambda: self._delete(uid, mid)))
 
     def _delete(self, uid: str, mid: str) -> MemoryEvent:
-        _, _, applier = self._parts()
+        _, _, committer = self._parts()
         old = self._require(uid, mid)
-        tomb = Tombstone("hash", old.content_hash, to_ms(utcnow()))
-        version = applier.write(uid, [], [StoreOp("delete", uid, ids=(mid,))], purge_ids=[mid],
-                                tombstones=[tomb])
-        return MemoryEvent(op="DELETE", memory_id=mid, user_id=uid, previous=old, at=utcnow(),
-                           version=version)
+        changes = ChangeSet(uid)
+        changes.delete(old, utcnow())
+        version = committer.commit(changes)
+        return changes.events[0].model_copy(update={"version": version})
 
     @tracing.memory_operation("delete_memory")
     def delete_all(self, *, user_id: str) -> int:
         """Delete every memory of the user and purge the user's history; returns the count."""
         uid = validate.user_id(user_id)
-        count = self._write(lambda: self._delete_all(uid))
+        count = self._write(lambda: self._locked(uid, lambda: self._delete_all(uid)))
         self._sessions.drop_user(uid)
         return count
 
     def _delete_all(self, uid: str) -> int:
-        store, _, applier = self._parts()
+        store, _, committer = self._parts()
         count = store.count(uid)
-        applier.write(uid, [], [StoreOp("delete_user", uid)], purge_user=True,
-                      tombstones=[Tombstone("all", "*", to_ms(utcnow()))])
+        changes = ChangeSet(uid)
+        changes.forget_user(utcnow())
+        committer.commit(changes)
         return count
 
     # -- read --------------------------------------------------------------------
@@ -625,14 +640,14 @@ class Memory:
     def _current(self, uid: str, min_version: int | None, store: VectorStore) -> int:
         """The user's version, once it is at least `min_version`; reads of a user whose
         version moved since this process last looked go Strong (another process wrote)."""
-        _, events, applier = self._parts()
+        _, events, committer = self._parts()
         wanted = None if min_version is None else validate.non_negative_int(
             min_version, "min_version")
         version = events.version(uid)
         if wanted is not None and version < wanted:
             version = self._wait_for(uid, wanted)
         if wanted is not None and events.has_pending(uid):
-            applier.drain_user(uid)  # apply what the writer queued before reading it
+            committer.drain_user(uid)  # apply what the writer queued before reading it
         if self._seen.moved(uid, version):
             store.touch(uid)
         return version

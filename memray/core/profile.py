@@ -226,7 +226,7 @@ class Profiles:
         rows (nothing is written), so the memories are those of the version read: a
         committed delete is gone even while the store has not applied it."""
         e, now = self._engine, utcnow()
-        with e.user_lock(uid):
+        with e.committer.locked(uid):
             version = e.events.version(uid)
             records = e.store.query(uid, Where(statuses=(MemoryStatus.ACTIVE.value,),
                                                alive_at_ms=to_ms(now)))

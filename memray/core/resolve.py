@@ -1,5 +1,5 @@
 """Resolution: each candidate fact against the same user's memories -> ADD / UPDATE /
-DELETE / NOOP, as a plan of events and store changes (nothing is written here).
+DELETE / NOOP, as a change set (core/changes.py; nothing is written here).
 
 Order of evidence: an explicit op from the extractor (the LLM) > the same slot > embedding
 bands (>= same_fact_similarity: the same fact; grey band: a judge decides; below: new).
@@ -10,27 +10,22 @@ one supersedes it; so does a correction, and a like/dislike of the same thing.
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from memray.config import WriteConfig
 from memray.core import lexical, policies
-from memray.core.ids import new_id
+from memray.core.changes import ChangeSet
+from memray.core.records import new_record
 from memray.embed.base import Embedder
-from memray.extract.base import Extraction, Fact, Forget, is_single_valued
+from memray.extract.base import Extraction, Fact, Forget, Judge, is_single_valued
 from memray.extract.rules import classify
-from memray.models import (
-    MemoryEvent,
-    MemoryRecord,
-    MemoryStatus,
-    content_hash,
-)
-from memray.store.base import StoredMemory, Vector, VectorStore, Where
-from memray.store.events import StoreOp, Tombstone
+from memray.models import MemoryRecord, MemoryStatus, content_hash
+from memray.store.base import Vector, VectorStore, Where
+from memray.store.events import Tombstone
 from memray.store.rows import to_ms
 
-Judge = Callable[[Fact, MemoryRecord], bool]
 LIVE_STATUSES = (MemoryStatus.ACTIVE.value, MemoryStatus.CANDIDATE.value)
 
 
@@ -87,28 +82,6 @@ def forgotten(slot: str | None, content: str, forget: Forget) -> bool:
     return True
 
 
-@dataclass
-class Plan:
-    events: list[MemoryEvent] = field(default_factory=list)
-    rows: dict[str, StoredMemory] = field(default_factory=dict)
-    deleted: dict[str, MemoryRecord] = field(default_factory=dict)
-    tombstones: list[Tombstone] = field(default_factory=list)
-
-    def store_ops(self, user_id: str) -> list[StoreOp]:
-        """The store changes of the plan: its rows replaced, then its deletions."""
-        ops = []
-        if self.rows:
-            ops.append(StoreOp("replace", user_id, rows=tuple(self.rows.values())))
-        if self.deleted:
-            ops.append(StoreOp("delete", user_id, ids=tuple(self.deleted)))
-        return ops
-
-    def logged_events(self) -> list[MemoryEvent]:
-        """The events kept in the history (deleted memories keep none)."""
-        return [e for e in self.events
-                if e.op in ("ADD", "UPDATE") and e.memory_id not in self.deleted]
-
-
 @dataclass(frozen=True)
 class Scope:
     user_id: str
@@ -136,10 +109,11 @@ class Resolver:
         return [self._record(scope, f, now) for f in fitted if policies.admit(f) is None]
 
     def plan(self, scope: Scope, extraction: Extraction, now: datetime,
-             into: Plan | None = None) -> Plan:
-        """`into`: continue a plan (a backfill resolves a user's rounds in order, each
-        against the memories the earlier rounds planned)."""
-        plan = into if into is not None else Plan()
+             into: ChangeSet | None = None) -> ChangeSet:
+        """The change set that `extraction` makes to the user's memories. `into`:
+        continue one (a backfill resolves a user's rounds in order, each against the
+        memories the earlier rounds planned)."""
+        plan = into if into is not None else ChangeSet(scope.user_id)
         for forget in extraction.forgets:
             self._forget(scope.user_id, forget, plan, now)
         facts = []
@@ -155,26 +129,26 @@ class Resolver:
         return plan
 
     # -- forget ------------------------------------------------------------------
-    def _forget(self, uid: str, forget: Forget, plan: Plan, now: datetime) -> None:
+    def _forget(self, uid: str, forget: Forget, plan: ChangeSet, now: datetime) -> None:
         at = to_ms(now)
         if forget.everything:
             plan.tombstones.append(Tombstone("all", "*", at))
         plan.tombstones.extend(Tombstone("slot", s, at) for s in forget.slots)
         known = {r.id: r for r in self._store.query(uid, Where())}
-        known |= {rid: row.record for rid, row in plan.rows.items()}  # planned, not stored
+        known |= {rid: row.record for rid, row in plan.upserts.items()}  # planned, not stored
         for record in known.values():
-            if record.id in plan.deleted or not self._forgotten(record, forget):
+            if record.id in plan.deletes or not self._forgotten(record, forget):
                 continue
             if record.created_at > now:  # a forget in an old log spares what came later
                 continue
-            self._delete(uid, record, plan, now, "forget command")
+            plan.delete(record, now, "forget command")
 
     @staticmethod
     def _forgotten(record: MemoryRecord, forget: Forget) -> bool:
         return forgotten(record.slot, about(record), forget)
 
     # -- facts -------------------------------------------------------------------
-    def _related(self, uid: str, fact: Fact, vec: Vector, plan: Plan,
+    def _related(self, uid: str, fact: Fact, vec: Vector, plan: ChangeSet,
                  now: datetime) -> list[tuple[MemoryRecord, float]]:
         """Live memories to compare with: nearest by vector, same slot, opposite slot,
         and this plan's own new rows; the latest planned version of each wins."""
@@ -187,19 +161,19 @@ class Resolver:
         if slots:
             for rec in self._store.query(uid, Where(slots=slots, statuses=LIVE_STATUSES)):
                 found.setdefault(rec.id, (rec, -1.0))
-        for rid, row in plan.rows.items():
+        for rid, row in plan.upserts.items():
             if row.record.status.value in LIVE_STATUSES and row.record.user_id == uid:
                 found[rid] = (row.record, float(row.vector @ vec))
         out = []
         for rid, (rec, sim) in found.items():
-            if rid in plan.deleted:
+            if rid in plan.deletes:
                 continue
-            latest = plan.rows[rid].record if rid in plan.rows else rec
+            latest = plan.upserts[rid].record if rid in plan.upserts else rec
             if latest.status.value in LIVE_STATUSES:
                 out.append((latest, sim))
         return sorted(out, key=lambda p: -p[1])
 
-    def _resolve(self, scope: Scope, fact: Fact, vec: Vector, plan: Plan,
+    def _resolve(self, scope: Scope, fact: Fact, vec: Vector, plan: ChangeSet,
                  now: datetime) -> None:
         related = self._related(scope.user_id, fact, vec, plan, now)
         if fact.op is not None:
@@ -212,9 +186,7 @@ class Resolver:
             rivals += [r for r in same if r.content_hash != content_hash(fact.content)]
         if any(r.created_at > now for r in rivals):
             # A fact from an old log (backfill) never overrides a newer memory.
-            plan.events.append(MemoryEvent(op="NOOP", memory_id=rivals[0].id,
-                                           user_id=scope.user_id, memory=rivals[0], at=now,
-                                           reason="older than the memory it would replace"))
+            plan.noop(rivals[0], now, "older than the memory it would replace")
             return
         for rec in rivals:
             if rec.slot == opposite:
@@ -251,7 +223,7 @@ class Resolver:
         return None
 
     def _follow_op(self, scope: Scope, fact: Fact, vec: Vector,
-                   related: Sequence[tuple[MemoryRecord, float]], plan: Plan,
+                   related: Sequence[tuple[MemoryRecord, float]], plan: ChangeSet,
                    now: datetime) -> None:
         target = next((r for r, _ in related if r.id == fact.target), None)
         if target is None and fact.target is not None:
@@ -264,47 +236,35 @@ class Resolver:
             self._supersede(scope.user_id, target, plan, now)
             self._add(scope, fact, vec, plan, now)
         elif fact.op == "DELETE":
-            self._delete(scope.user_id, target, plan, now, "extractor: delete")
+            plan.delete(target, now, "extractor: delete")
         else:
-            plan.events.append(MemoryEvent(op="NOOP", memory_id=target.id,
-                                           user_id=scope.user_id, memory=target, at=now,
-                                           reason="extractor: already known"))
+            plan.noop(target, now, "extractor: already known")
 
-    def _lookup(self, uid: str, mid: str, plan: Plan) -> MemoryRecord | None:
-        if mid in plan.rows:
-            return plan.rows[mid].record
+    def _lookup(self, uid: str, mid: str, plan: ChangeSet) -> MemoryRecord | None:
+        if mid in plan.upserts:
+            return plan.upserts[mid].record
         found = self._store.query(uid, Where(ids=(mid,), statuses=LIVE_STATUSES), limit=1)
         return found[0] if found else None
 
     # -- plan edits --------------------------------------------------------------
-    @staticmethod
-    def _delete(uid: str, record: MemoryRecord, plan: Plan, now: datetime, reason: str) -> None:
-        plan.deleted[record.id] = record
-        plan.rows.pop(record.id, None)
-        plan.tombstones.append(Tombstone("hash", record.content_hash, to_ms(now)))
-        plan.events.append(MemoryEvent(op="DELETE", memory_id=record.id, user_id=uid,
-                                       previous=record, at=now, reason=reason))
-
-    def _put(self, uid: str, new: MemoryRecord, old: MemoryRecord | None, vec: Vector,
-             plan: Plan, now: datetime, reason: str) -> None:
-        op = "ADD" if old is None else "UPDATE"
-        plan.rows[new.id] = StoredMemory(new, vec)
-        plan.events.append(MemoryEvent(op=op, memory_id=new.id, user_id=uid, memory=new,
-                                       previous=old, at=now, reason=reason))
-
-    def _existing_vector(self, rec: MemoryRecord, plan: Plan) -> Vector:
-        if rec.id in plan.rows:
-            return plan.rows[rec.id].vector
-        vec: Vector = self._embedder.embed([rec.index_text])[0]
+    def _existing_vector(self, rec: MemoryRecord, plan: ChangeSet) -> Vector:
+        """The vector a memory is stored with: a status change re-embeds nothing."""
+        planned = plan.planned(rec.id)
+        if planned is not None:
+            return planned.vector
+        stored = self._store.rows(rec.user_id, Where(ids=(rec.id,)))
+        if stored:
+            return stored[0].vector
+        vec: Vector = self._embedder.embed([rec.index_text])[0]  # the store lags the log
         return vec
 
-    def _supersede(self, uid: str, rec: MemoryRecord, plan: Plan, now: datetime) -> None:
-        if rec.status == MemoryStatus.SUPERSEDED or rec.id in plan.deleted:
+    def _supersede(self, uid: str, rec: MemoryRecord, plan: ChangeSet, now: datetime) -> None:
+        if rec.status == MemoryStatus.SUPERSEDED or rec.id in plan.deletes:
             return
         new = rec.model_copy(update={"status": MemoryStatus.SUPERSEDED, "updated_at": now})
-        self._put(uid, new, rec, self._existing_vector(rec, plan), plan, now, "superseded")
+        plan.put(new, self._existing_vector(rec, plan), rec, now, "superseded")
 
-    def _confirm(self, uid: str, rec: MemoryRecord, fact: Fact, vec: Vector, plan: Plan,
+    def _confirm(self, uid: str, rec: MemoryRecord, fact: Fact, vec: Vector, plan: ChangeSet,
                  now: datetime) -> None:
         """The same fact again: refresh last_confirmed_at; a candidate becomes active."""
         latest = max(now, rec.last_confirmed_at)  # a backfilled old turn moves nothing back
@@ -316,20 +276,19 @@ class Resolver:
             update |= {"status": MemoryStatus.ACTIVE,
                        "expires_at": policies.expires_at(rec.type, MemoryStatus.ACTIVE, now)}
         new = rec.model_copy(update=update)
-        self._put(uid, new, rec, self._existing_vector(rec, plan), plan, now, "confirmed")
+        plan.put(new, self._existing_vector(rec, plan), rec, now, "confirmed")
 
-    def _add(self, scope: Scope, fact: Fact, vec: Vector, plan: Plan, now: datetime) -> None:
-        rec = self._record(scope, fact, now)
-        self._put(scope.user_id, rec, None, vec, plan, now, "new fact")
+    def _add(self, scope: Scope, fact: Fact, vec: Vector, plan: ChangeSet,
+             now: datetime) -> None:
+        plan.put(self._record(scope, fact, now), vec, None, now, "new fact")
 
     def _record(self, scope: Scope, fact: Fact, now: datetime) -> MemoryRecord:
         status = policies.initial_status(fact)
-        return MemoryRecord(
-            id=new_id(), user_id=scope.user_id, agent_id=scope.agent_id,
-            session_id=scope.session_id, type=fact.type, slot=fact.slot, content=fact.content,
-            importance=fact.importance, confidence=fact.confidence, status=status,
-            source=fact.source, source_turn_ids=fact.turn_ids, source_excerpt=fact.excerpt[:200],
-            created_at=now, updated_at=now, last_confirmed_at=now,
+        return new_record(
+            user_id=scope.user_id, content=fact.content, embedding_model=self._embedder.model,
+            at=now, type=fact.type, agent_id=scope.agent_id, session_id=scope.session_id,
+            slot=fact.slot, importance=fact.importance, confidence=fact.confidence,
+            status=status, source=fact.source, source_turn_ids=fact.turn_ids,
+            source_excerpt=fact.excerpt[:200],
             expires_at=policies.expires_at(fact.type, status, now), consent=scope.consent,
-            embedding_model=self._embedder.model, content_hash=content_hash(fact.content),
             metadata=dict(scope.metadata), occurred_at=scope.occurred_at)

@@ -12,17 +12,16 @@ logged, so the next call retries them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from functools import partial
 
 from memray.core import policies
-from memray.core.applier import Applier
+from memray.core.committer import Committer
 from memray.core.ids import new_id
 from memray.core.messages import Message
-from memray.core.resolve import LIVE_STATUSES, Plan, Resolver, Scope, about, forgotten
+from memray.core.resolve import LIVE_STATUSES, Resolver, Scope, about, forgotten
 from memray.core.session import SessionMemory
-from memray.core.versions import SeenVersions
 from memray.extract.base import Extractor, Forget, Turn
 from memray.models import AddResult, MemoryEvent, MemoryRecord, utcnow
 from memray.store.base import VectorStore, Where
@@ -34,16 +33,12 @@ def _matches(forget: Forget, record: MemoryRecord) -> bool:
 
 
 class WritePath:
-    def __init__(self, *, store: VectorStore, events: EventLog, applier: Applier,
+    def __init__(self, *, store: VectorStore, events: EventLog, committer: Committer,
                  extractor: Extractor, resolver: Resolver, sessions: SessionMemory,
-                 every_n_turns: int, max_existing: int = 10,
-                 seen: SeenVersions | None = None) -> None:
-        """`seen`: this process's view of users' versions, when other processes write to
-        the same log (None: this process is the only writer)."""
-        self._store, self._events, self._applier = store, events, applier
+                 every_n_turns: int, max_existing: int = 10) -> None:
+        self._store, self._events, self._committer = store, events, committer
         self._extractor, self._resolver, self._sessions = extractor, resolver, sessions
         self._every_n, self._max_existing = every_n_turns, max_existing
-        self._seen = seen
 
     def add(self, scope: Scope, messages: Sequence[Message], *, round_complete: bool,
             force: bool = False) -> AddResult:
@@ -92,18 +87,8 @@ class WritePath:
 
     def user_lock(self, user_id: str) -> AbstractContextManager[None]:
         """Two writes of one user never interleave (they would extract the same turns
-        twice), across processes when the log is shared; other users run in parallel.
-        Reads made under it see every write of the user so far: when another process
-        wrote the user since this one last looked, the store is read Strong."""
-        return self._locked(user_id)
-
-    @contextmanager
-    def _locked(self, user_id: str) -> Iterator[None]:
-        with self._events.user_lock(user_id):
-            seen = self._seen
-            if seen is not None and seen.moved(user_id, self._events.version(user_id)):
-                self._store.touch(user_id)
-            yield
+        twice): the committer's lock of the user (core/committer.py)."""
+        return self._committer.locked(user_id)
 
     def _extract(self, scope: Scope, pending: list[tuple[int, str, str, str]]) -> AddResult:
         if not pending:
@@ -111,10 +96,10 @@ class WritePath:
         turns = [Turn(tid, role, text) for _, tid, role, text in pending]
         extraction = self._extractor.extract(turns, self._existing(scope.user_id, turns))
         now = utcnow()
-        seqs = [seq for seq, *_ in pending]
-        plan = self._resolver.plan(scope, extraction, now)
-        version = self._commit(scope.user_id, plan, seqs)
-        return AddResult(events=plan.events, version=version)
+        changes = self._resolver.plan(scope, extraction, now)
+        changes.clear_turns = [seq for seq, *_ in pending]
+        version = self._committer.commit(changes)
+        return AddResult(events=changes.events, version=version)
 
     def _existing(self, user_id: str, turns: list[Turn]) -> list[MemoryRecord]:
         """The user's memories nearest to what they said, for extractors that read them."""
@@ -124,8 +109,3 @@ class WritePath:
         hits = self._store.search(user_id, self._resolver.embed_one(user_text),
                                   self._max_existing, Where(statuses=LIVE_STATUSES))
         return [record for record, _ in hits]
-
-    def _commit(self, uid: str, plan: Plan, seqs: list[int]) -> int:
-        return self._applier.write(uid, plan.logged_events(), plan.store_ops(uid),
-                                   purge_ids=list(plan.deleted), clear_turns=seqs,
-                                   tombstones=plan.tombstones)

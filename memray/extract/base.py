@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
@@ -56,6 +56,9 @@ class Extraction:
     forgets: list[Forget] = field(default_factory=list)
 
 
+Judge = Callable[[Fact, MemoryRecord], bool]
+
+
 @runtime_checkable
 class Extractor(Protocol):
     """Turns -> facts and commands. Must not write anything; may raise ExtractionError.
@@ -70,6 +73,10 @@ class Extractor(Protocol):
     def is_urgent(self, text: str) -> bool:
         """True when a user turn is a correction, forget or remember command, which
         triggers extraction at once instead of at the end of the round."""
+
+    def grey_band_judge(self) -> Judge | None:
+        """What decides whether a fact and a memory whose similarity is in the grey band
+        say the same thing; None: the resolver's rules decide."""
 
 
 SINGLE_VALUED = ("name", "city", "job", "availability", "hometown", "age", "birthday")

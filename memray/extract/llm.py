@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from memray import tracing
 from memray.config import LLMConfig
 from memray.errors import ExtractionError
-from memray.extract.base import Extraction, Fact, Turn
+from memray.extract.base import Extraction, Fact, Judge, Turn
 from memray.extract.rules import RuleExtractor
 from memray.models import MemoryRecord, MemorySource, MemoryType
 
@@ -102,6 +102,9 @@ class LLMExtractor:
 
     def is_urgent(self, text: str) -> bool:
         return self._front.is_urgent(text)
+
+    def grey_band_judge(self) -> Judge | None:
+        return self.judge
 
     def extract(self, turns: Sequence[Turn], existing: Sequence[MemoryRecord]) -> Extraction:
         commands = self._front.extract(turns, existing)

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memray.extract.base import Extraction, Fact, Forget, Turn
+from memray.extract.base import Extraction, Fact, Forget, Judge, Turn
 from memray.models import MemoryRecord, MemorySource, MemoryType
 
 _SENTENCE = re.compile(r"(?<=[。！？!?；;\n])|(?<=[.])\s+")
@@ -280,6 +280,9 @@ class RuleExtractor:
     """Deterministic, offline, Chinese and English. See the module docstring."""
 
     wants_existing = False
+
+    def grey_band_judge(self) -> Judge | None:
+        return None
 
     def is_urgent(self, text: str) -> bool:
         return bool(CORRECTION.search(text) or REMEMBER.search(text.strip())

@@ -1,9 +1,11 @@
-"""The single writer of a backfill: units in (with their vectors), the store changed.
+"""The single writer of a backfill: units in (with their vectors), change sets out.
 
-Per user, in one commit of the event log: the planned events and store ops, the
-tombstone-respecting choices, and the checkpoint marks of the sessions the unit covers.
-So after a kill -9 a unit is either wholly committed (its ops replay from the outbox on
-the next open, and its sessions are skipped) or not at all (it is imported again).
+Each user's unit becomes one change set (the planned events and store ops, and the
+checkpoint marks of the sessions it covers) that the committer commits under the user's
+lock, where the user's tombstones are read: a `delete_all` or a forget that lands while a
+unit waits in the buffer is honoured. So after a kill -9 a unit is either wholly
+committed (its ops replay from the outbox on the next open, and its sessions are
+skipped) or not at all (it is imported again).
 """
 
 from __future__ import annotations
@@ -15,20 +17,14 @@ from typing import Any
 
 import numpy as np
 
+from memray.core.changes import ChangeSet
 from memray.core.engine import Engine
-from memray.core.resolve import Plan, Resolver, Scope
+from memray.core.records import new_record
+from memray.core.resolve import Resolver, Scope
 from memray.embed.base import Embedder, Matrix
 from memray.extract.base import Extraction
 from memray.ingest.units import Unit, fact_from_json, forget_from_json, mark_key
-from memray.models import (
-    MemoryEvent,
-    MemoryRecord,
-    MemorySource,
-    MemoryType,
-    content_hash,
-    utcnow,
-)
-from memray.store.base import StoredMemory
+from memray.models import MemoryRecord, MemorySource, MemoryType, content_hash, utcnow
 from memray.store.events import Tombstone
 
 JOB = "backfill"
@@ -88,10 +84,9 @@ class BackfillWriter:
         uid = unit["user_id"]
         marks = [(JOB, mark_key(uid, k)) for k in unit["sessions"]]
         if "items" in unit:
-            self._write_messages(uid, unit, vectors, marks)
+            self._buffer_messages(uid, unit, vectors, marks)
         else:
-            with self._engine.user_lock(uid):
-                self._write_facts(uid, unit, vectors, marks)
+            self._write_facts(uid, unit, vectors, marks)
         self.counts["users"] += 1
         self.counts["sessions"] += len(unit["sessions"])
         self.counts["turns"] += unit["turns"]
@@ -99,9 +94,11 @@ class BackfillWriter:
             self.flush()
 
     def flush(self) -> None:
-        """Write what is buffered, then apply every queued store op."""
-        self._flush_messages()
-        self._engine.applier.drain()
+        """Commit what is buffered, then apply every queued store op."""
+        users = self._flush_messages()
+        committer = self._engine.committer
+        committer.drain_users(users)
+        committer.drain()
         self._queued = 0
 
     # -- infer=True: resolve each round in order, one commit per user ----------------
@@ -109,76 +106,75 @@ class BackfillWriter:
                      marks: list[tuple[str, str]]) -> None:
         self._lookup.table = dict(zip((f["content"] for r in unit["rounds"]
                                        for f in r["facts"]), vectors, strict=True))
-        tombs = self._engine.events.tombstones(uid)
-        plan = Plan()
+        committer = self._engine.committer
+        with committer.locked(uid):
+            changes = self._plan_facts(uid, unit, self._engine.events.tombstones(uid))
+            changes.marks = marks
+            # Applied at once: the next unit of this user (a later run) plans against it.
+            committer.commit(changes)
+        self._lookup.table = {}
+
+    def _plan_facts(self, uid: str, unit: Unit, tombs: list[Tombstone]) -> ChangeSet:
+        changes = ChangeSet(uid)
         for r in unit["rounds"]:
             facts = [fact_from_json(f) for f in r["facts"]]
             kept = [f for f in facts if not _covered(tombs, f.content, f.slot, r["ts_ms"])]
             self.counts["facts_tombstoned"] += len(facts) - len(kept)
             scope = Scope(uid, r["session_id"] or None, None, {}, 2, _at(r["ts_ms"]))
             forgets = [forget_from_json(g) for g in r["forgets"]]
-            self._resolver.plan(scope, Extraction(kept, forgets), _at(r["ts_ms"]), into=plan)
-        for e in plan.events:
+            self._resolver.plan(scope, Extraction(kept, forgets), _at(r["ts_ms"]),
+                                into=changes)
+        for e in changes.events:
             self.counts[f"op_{e.op.lower()}"] += 1
-        # Applied at once: the next unit of this user (a later run) plans against it.
-        self._engine.applier.write(uid, plan.logged_events(), plan.store_ops(uid),
-                                   purge_ids=list(plan.deleted), tombstones=plan.tombstones,
-                                   marks=marks)
-        self._lookup.table = {}
+        return changes
 
     # -- infer=False: each user message becomes one memory ----------------------------
-    # Buffered across users: one query finds exact repeats for the whole buffer, one bulk
-    # write stores it, then each user's events and checkpoint marks are committed. The
-    # rows go to the store before the commit (not through the outbox): their ids are
-    # fixed by the log, so a crash in between only means the next run writes them again.
-    def _write_messages(self, uid: str, unit: Unit, vectors: Matrix,
-                        marks: list[tuple[str, str]]) -> None:
-        tombs = self._engine.events.tombstones(uid)
+    # Buffered across users: one query finds exact repeats for the whole buffer, then each
+    # user's change set is committed under its lock (tombstones read there) without being
+    # applied, and the committer applies many users' rows in a few bulk store calls.
+    def _buffer_messages(self, uid: str, unit: Unit, vectors: Matrix,
+                         marks: list[tuple[str, str]]) -> None:
         fresh: dict[str, tuple[dict[str, Any], Matrix]] = {}
         for i, item in enumerate(unit["items"]):
-            if _covered(tombs, item["text"], None, item["ts_ms"]):
-                self.counts["messages_tombstoned"] += 1
-                continue
             fresh.setdefault(content_hash(item["text"]), (item, vectors[i]))
         self._buffer.append((uid, fresh, marks))
         self._queued += len(fresh)
 
-    def _flush_messages(self) -> None:
+    def _flush_messages(self) -> list[str]:
+        """Commit the buffered units; returns the users committed."""
         buffer, self._buffer = self._buffer, []
-        if not buffer:
-            return
         wanted = {uid: set(fresh) for uid, fresh, _ in buffer if fresh}
         known = self._engine.store.known_hashes(wanted) if wanted else set()
-        model = self._engine.embedder.model
-        plans = []
+        committer = self._engine.committer
         for uid, fresh, marks in buffer:
-            rows, events = [], []
-            for h, (item, vector) in fresh.items():
-                if (uid, h) in known:
-                    self.counts["op_noop"] += 1
-                    continue
-                record = self._message(uid, item, h, model)
-                rows.append(StoredMemory(record, vector))
-                events.append(MemoryEvent(op="ADD", memory_id=record.id, user_id=uid,
-                                          memory=record, at=record.created_at,
-                                          reason="backfill"))
-            plans.append((uid, rows, events, marks))
-        all_rows = [r for _, rows, _, _ in plans for r in rows]
-        for i in range(0, len(all_rows), self._drain_rows):
-            self._engine.store.replace(all_rows[i:i + self._drain_rows])
-        for uid, rows, events, marks in plans:
-            with self._engine.user_lock(uid):
-                self._engine.events.commit(uid, events, [], marks=marks)
-            self._engine.applier.notify(uid)
-            self.counts["op_add"] += len(rows)
+            with committer.locked(uid):
+                changes = self._plan_messages(uid, fresh, known,
+                                              self._engine.events.tombstones(uid))
+                changes.marks = marks
+                committer.commit(changes, apply=False)
+        return [uid for uid, _, _ in buffer]
+
+    def _plan_messages(self, uid: str, fresh: dict[str, tuple[dict[str, Any], Matrix]],
+                       known: set[tuple[str, str]], tombs: list[Tombstone]) -> ChangeSet:
+        changes = ChangeSet(uid)
+        model = self._engine.embedder.model
+        for h, (item, vector) in fresh.items():
+            if _covered(tombs, item["text"], None, item["ts_ms"]):
+                self.counts["messages_tombstoned"] += 1
+            elif (uid, h) in known:
+                self.counts["op_noop"] += 1
+            else:
+                record = self._message(uid, item, model)
+                changes.put(record, vector, None, record.created_at, "backfill")
+                self.counts["op_add"] += 1
+        return changes
 
     @staticmethod
-    def _message(uid: str, item: dict[str, Any], h: str, model: str) -> MemoryRecord:
+    def _message(uid: str, item: dict[str, Any], model: str) -> MemoryRecord:
         at, text = _at(int(item["ts_ms"])), str(item["text"])
-        return MemoryRecord(
-            id=str(item["id"]), user_id=uid, session_id=str(item["session_id"]) or None,
-            type=MemoryType.MESSAGE, content=text, source=MemorySource.IMPORTED,
+        return new_record(
+            id=str(item["id"]), user_id=uid, content=text, embedding_model=model, at=at,
+            type=MemoryType.MESSAGE, session_id=str(item["session_id"]) or None,
+            source=MemorySource.IMPORTED,
             source_turn_ids=(f"{item['session_id']}:{item['turn_id']}",),
-            source_excerpt=text[:200], created_at=at, updated_at=at, last_confirmed_at=at,
-            embedding_model=model, content_hash=h, occurred_at=at,
-            reply_to=str(item.get("reply_to", "")))
+            occurred_at=at, reply_to=str(item.get("reply_to", "")))

@@ -56,22 +56,21 @@ from langgraph.store.base import (
 )
 
 from memray.core import validate
+from memray.core.changes import ChangeSet
 from memray.core.engine import Engine
 from memray.core.ids import stable_id
 from memray.core.memory import Memory
+from memray.core.records import new_record
 from memray.errors import ConfigError, InvalidInputError, MemoryNotFoundError
 from memray.maintain.plan import PINNED
 from memray.models import (
-    MemoryEvent,
     MemoryRecord,
     MemorySource,
     MemoryStatus,
     MemoryType,
-    content_hash,
     utcnow,
 )
-from memray.store.base import StoredMemory, Where
-from memray.store.events import StoreOp
+from memray.store.base import Where
 from memray.store.rows import to_ms
 
 SESSION = "langgraph-store"
@@ -199,41 +198,35 @@ class MemrayStore(BaseStore):
             return  # LangGraph: deleting a missing item is not an error
 
     def _write(self, uid: str, items: list[tuple[_Place, PutOp]]) -> None:
-        """One user's puts: embedded together, then one commit under the user's lock."""
-        engine = self._memory.engine()
+        """One user's puts: embedded together, then one change set."""
         limit = self._memory.config.max_content_chars
         prepared = [(place, op, self._text(op)[:limit]) for place, op in items]
-        vectors = engine.embedder.embed([text for _, _, text in prepared])
-        now = utcnow()
-        with engine.user_lock(uid):
+
+        def build(engine: Engine) -> ChangeSet:
+            now, changes = utcnow(), ChangeSet(uid)
             ids = tuple(_item_id(p.namespace, op.key) for p, op, _ in prepared)
             old = {r.id: r for r in engine.store.query(uid, Where(ids=ids))}
-            events, rows = [], []
-            for (place, op, text), mid, vector in zip(prepared, ids, vectors, strict=True):
-                record = self._record(place, op, text, mid, old.get(mid), engine, now)
-                if record is None:
-                    continue  # the same value again: nothing to write
-                previous = old.get(mid)
-                events.append(MemoryEvent(op="UPDATE" if previous else "ADD", memory_id=mid,
-                                          user_id=uid, memory=record, previous=previous,
-                                          at=now, reason="langgraph store put"))
-                rows.append(StoredMemory(record, vector))
-            if rows:
-                engine.applier.write(uid, events, [StoreOp("replace", uid, rows=tuple(rows))])
+            todo = [(place, op, text, mid) for (place, op, text), mid
+                    in zip(prepared, ids, strict=True)
+                    if not _unchanged(old.get(mid), _meta(place, op), text)]
+            if not todo:
+                return changes
+            vectors = engine.embedder.embed([text for *_, text, _ in todo])
+            for (place, op, text, mid), vector in zip(todo, vectors, strict=True):
+                record = self._record(place, op, text, mid, old.get(mid),
+                                      engine.embedder.model, now)
+                changes.put(record, vector, old.get(mid), now, "langgraph store put")
+            return changes
+
+        self._memory.write_changes(uid, build)
 
     def _record(self, place: _Place, op: PutOp, text: str, mid: str,
-                old: MemoryRecord | None, engine: Engine, now: datetime) -> MemoryRecord | None:
-        assert op.value is not None
-        meta = validate.metadata({META: {"namespace": list(place.namespace), "key": op.key,
-                                         "value": dict(op.value)}, PINNED: True})
-        if old is not None and _live(old) and old.metadata == meta and old.content == text:
-            return None
-        return MemoryRecord(
-            id=mid, user_id=place.user_id, agent_id=place.agent_id, session_id=SESSION,
-            type=self._type, content=text, source=MemorySource.INFERRED,
-            source_excerpt=text[:200], created_at=old.created_at if old else now,
-            updated_at=now, last_confirmed_at=now, embedding_model=engine.embedder.model,
-            content_hash=content_hash(text), metadata=meta)
+                old: MemoryRecord | None, model: str, now: datetime) -> MemoryRecord:
+        return new_record(
+            id=mid, user_id=place.user_id, content=text, embedding_model=model, at=now,
+            type=self._type, agent_id=place.agent_id, session_id=SESSION,
+            source=MemorySource.INFERRED, created_at=old.created_at if old else now,
+            metadata=_meta(place, op))
 
     def _text(self, op: PutOp) -> str:
         """The text of a value that is embedded: `op.index` paths, else the store's."""
@@ -317,6 +310,19 @@ class MemrayStore(BaseStore):
 def _item_id(namespace: tuple[str, ...], key: str) -> str:
     """The memory id of an item, fixed by where it is (time 0: ids say nothing of when)."""
     return stable_id(0, META, json.dumps([list(namespace), key], ensure_ascii=False))
+
+
+def _meta(place: _Place, op: PutOp) -> dict[str, Any]:
+    """What an item's memory keeps of it: where it is and its value, pinned (its
+    application decides when it goes, never the nightly merge)."""
+    assert op.value is not None
+    return validate.metadata({META: {"namespace": list(place.namespace), "key": op.key,
+                                     "value": dict(op.value)}, PINNED: True})
+
+
+def _unchanged(old: MemoryRecord | None, meta: dict[str, Any], text: str) -> bool:
+    """The same value put again: nothing to write."""
+    return old is not None and _live(old) and old.metadata == meta and old.content == text
 
 
 def _item_of(record: MemoryRecord) -> bool:

@@ -1,19 +1,22 @@
-"""Committing a user's maintenance plan: one event-log transaction per user (events,
-store ops, version), then the outbox applies it. A crash before the commit changes
-nothing (the next run plans the same); a crash after it is finished by the replay on the
-next open: the merged memory is written before the originals are deleted, and both ops
-are idempotent, so a merge is never half-done for good and never done twice."""
+"""Committing a user's maintenance plan: one change set per user, committed by the
+committer (one event-log transaction: events, tombstones, store ops, version), then the
+outbox applies it. A crash before the commit changes nothing (the next run plans the
+same); a crash after it is finished by the replay on the next open: the merged memory is
+written before the originals are deleted, and both ops are idempotent, so a merge is
+never half-done for good and never done twice. The originals a merge removes leave
+tombstones, so a later import of the same turns does not bring them back beside it."""
 
 from __future__ import annotations
 
 from collections import Counter
 
+from memray.core.changes import ChangeSet
 from memray.core.engine import Engine
 from memray.core.resolve import LIVE_STATUSES
+from memray.embed.base import Matrix
 from memray.maintain.plan import UserPlan
-from memray.models import MemoryEvent, utcnow
+from memray.models import utcnow
 from memray.store.base import StoredMemory, Vector, Where
-from memray.store.events import StoreOp
 
 
 def commit(engine: Engine, plan: UserPlan, vectors: dict[str, Vector], version: int,
@@ -21,30 +24,30 @@ def commit(engine: Engine, plan: UserPlan, vectors: dict[str, Vector], version: 
     """False (nothing written) when the user changed since the plan was made."""
     if plan.empty:
         return True
-    uid, now = plan.user_id, utcnow()
     merged_vectors = engine.embedder.embed([m.merged.index_text for m in plan.merges])
-    with engine.user_lock(uid):
-        if engine.events.version(uid) != version:
+    with engine.committer.locked(plan.user_id):
+        if engine.events.version(plan.user_id) != version:
             counts["users_changed_meanwhile"] += 1
             return False
-        rows = [StoredMemory(new, vectors[new.id]) for _, new, _ in plan.updates]
-        rows += [StoredMemory(m.merged, v) for m, v in zip(plan.merges, merged_vectors,
-                                                            strict=True)]
-        gone = tuple(r.id for m in plan.merges for r in m.originals)
-        # As for every delete (Memory.delete, a forget): a merged original keeps no
-        # history (the log purges before it appends), so its content is not left there.
-        events = [MemoryEvent(op="UPDATE", memory_id=new.id, user_id=uid, memory=new,
-                              previous=old, at=now, reason=why)
-                  for old, new, why in plan.updates if new.id not in gone]
-        events += [MemoryEvent(op="ADD", memory_id=m.merged.id, user_id=uid, memory=m.merged,
-                               at=now, reason=f"merged {len(m.originals)} memories")
-                   for m in plan.merges]
-        ops = [StoreOp("replace", uid, rows=tuple(rows))]
-        if gone:
-            ops.append(StoreOp("delete", uid, ids=gone))
-        engine.applier.write(uid, events, ops, purge_ids=gone)
+        engine.committer.commit(_changes(plan, vectors, merged_vectors))
     counts.update(plan.counts)
     return True
+
+
+def _changes(plan: UserPlan, vectors: dict[str, Vector],
+             merged_vectors: Matrix) -> ChangeSet:
+    now, changes = utcnow(), ChangeSet(plan.user_id)
+    gone = {r.id: r for m in plan.merges for r in m.originals}
+    for old, new, why in plan.updates:
+        if new.id not in gone:
+            changes.put(new, vectors[new.id], old, now, why)
+    for merge, vector in zip(plan.merges, merged_vectors, strict=True):
+        changes.put(merge.merged, vector, None, now, f"merged {len(merge.originals)} memories")
+    # As for every delete (Memory.delete, a forget): a merged original keeps no history
+    # (the log purges it), so its content is not left there.
+    for record in gone.values():
+        changes.delete(record, now, "merged")
+    return changes
 
 
 def live_rows(engine: Engine, uid: str) -> list[StoredMemory]:

@@ -44,13 +44,16 @@ class Syncer:
         self.target.replace([StoredMemory(r.model_copy(update={"embedding_model": model}), v)
                              for r, v in zip(records, vectors, strict=True)])
 
+    def delete_stale(self, uid: str, ids: Sequence[str]) -> int:
+        """Delete the target's rows of `uid` that the source no longer has."""
+        return self.target.delete(uid, ids) if ids else 0
+
     def sync_user(self, uid: str, counts: Counter[str]) -> None:
         """Re-embed here (the catch-up: few records)."""
         copy, gone = self.plan_user(uid)
         if copy:
             self.write(copy, self.embedder.embed([r.index_text for r in copy]))
-        if gone:
-            self.target.delete(uid, gone)
+        self.delete_stale(uid, gone)
         counts["caught_up_copied"] += len(copy)
         counts["caught_up_deleted"] += len(gone)
 

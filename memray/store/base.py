@@ -57,6 +57,12 @@ class VectorStore(Protocol):
     @property
     def model(self) -> str: ...
 
+    @property
+    def is_embedded(self) -> bool:
+        """True when the store lives in this process and no other process writes it (a
+        milvus-lite file, the fake): a cache of it needs no shared log to stay coherent,
+        and a crash of this process can tear its latest writes."""
+
     def open(self) -> None:
         """Connect and create or check the collection; raises DimensionMismatchError."""
 

@@ -83,7 +83,10 @@ class AddJob:
 
 class ChangeLog(Protocol):
     """History, per-user versions and the write-ahead outbox: what every write commits.
-    Every method is scoped to one user except the outbox scans."""
+    Every method is scoped to one user except the outbox scans. `shared`: other
+    processes write to the same log (versions are global, user locks cross processes)."""
+
+    shared: bool
 
     def open(self) -> None: ...
     def close(self) -> None: ...

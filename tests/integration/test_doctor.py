@@ -18,12 +18,12 @@ from memray import Memory, MemoryConfig
 from memray.api.app import ApiLimits
 from memray.api.auth import ApiKey, KeyRing, hash_key
 from memray.cli import main as cli
+from memray.core.changes import ChangeSet
 from memray.core.doctor import UserReport, describe
 from memray.core.ids import new_id
 from memray.embed.hashing import HashingEmbedder
-from memray.models import MemoryEvent, MemoryRecord, MemoryStatus, content_hash, utcnow
+from memray.models import MemoryRecord, MemoryStatus, content_hash, utcnow
 from memray.store.base import StoredMemory, Where
-from memray.store.events import StoreOp
 from memray.store.memory import InMemoryStore
 
 HASHING = {"provider": "hashing", "dim": 32}
@@ -45,12 +45,11 @@ def record(m: Memory, uid: str, text: str, **extra: object) -> MemoryRecord:
 
 
 def logged(m: Memory, rec: MemoryRecord, *, apply: bool = True) -> MemoryRecord:
-    """Write a record through the applier (the log and the store agree)."""
+    """Write a record through the committer (the log and the store agree)."""
     e = m.engine()
-    row = StoredMemory(rec, e.embedder.embed([rec.content])[0])
-    e.applier.write(rec.user_id, [MemoryEvent(op="ADD", memory_id=rec.id, user_id=rec.user_id,
-                                              memory=rec, at=rec.created_at)],
-                    [StoreOp("replace", rec.user_id, rows=(row,))], apply=apply)
+    changes = ChangeSet(rec.user_id)
+    changes.put(rec, e.embedder.embed([rec.content])[0], None, rec.created_at)
+    e.committer.commit(changes, apply=apply)
     return rec
 
 

@@ -14,11 +14,10 @@ from jobs_helpers import snapshot
 from memray import Memory, MemoryConfig
 from memray.batch import maintenance, migrate
 from memray.batch.config import MaintenanceArgs, MigrateArgs
+from memray.core.changes import ChangeSet
 from memray.core.ids import new_id
 from memray.errors import DimensionMismatchError, StoreError
-from memray.models import MemoryEvent, MemoryRecord, MemoryStatus, MemoryType, content_hash, utcnow
-from memray.store.base import StoredMemory
-from memray.store.events import StoreOp
+from memray.models import MemoryRecord, MemoryStatus, MemoryType, content_hash, utcnow
 from memray.store.milvus import MilvusStore
 
 pytestmark = pytest.mark.usefixtures("local_ray")
@@ -36,9 +35,9 @@ def put(mem: Memory, uid: str, text: str, *, days_old: float = 0.0, importance: 
                        last_confirmed_at=at, expires_at=expires,
                        embedding_model=engine.embedder.model, content_hash=content_hash(text))
     vec = engine.embedder.embed([text])[0]
-    engine.applier.write(uid, [MemoryEvent(op="ADD", memory_id=rec.id, user_id=uid,
-                                           memory=rec, at=at)],
-                         [StoreOp("replace", uid, rows=(StoredMemory(rec, vec),))])
+    changes = ChangeSet(uid)
+    changes.put(rec, vec, None, at)
+    engine.committer.commit(changes)
     return rec
 
 

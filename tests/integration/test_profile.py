@@ -12,6 +12,7 @@ import pytest
 from openai_stub import Reply, ScriptedOpenAI
 
 from memray import Memory, MemoryConfig
+from memray.core.changes import ChangeSet
 from memray.core.profile import META_PREFIX, Limits, build
 from memray.models import MemoryRecord, MemoryType, content_hash, utcnow
 
@@ -166,7 +167,6 @@ def test_http_profile_is_scoped_to_the_key(memory: Memory) -> None:
 
 def test_a_delete_the_store_has_not_applied_yet_is_already_out(tmp_path: Path) -> None:
     from memray.store.base import Where
-    from memray.store.events import StoreOp
 
     cfg = MemoryConfig(data_dir=str(tmp_path), embedder=HASHING, store={"outbox_retry_s": 0})
     with Memory(cfg) as m:
@@ -174,8 +174,9 @@ def test_a_delete_the_store_has_not_applied_yet_is_already_out(tmp_path: Path) -
             "I live in Hangzhou", "I am allergic to peanuts")], user_id="u", infer=False).events
         mid = events[1].memory_id
         e = m.engine()
-        e.applier.write("u", [], [StoreOp("delete", "u", ids=(mid,))], purge_ids=[mid],
-                        apply=False)  # committed, queued: the store still holds the row
+        gone = ChangeSet("u")
+        gone.delete(m.get(mid, user_id="u"), utcnow())  # type: ignore[arg-type]
+        e.committer.commit(gone, apply=False)  # committed, queued: the store still holds the row
         assert mid in {r.id for r in e.store.query("u", Where())}
         assert "peanuts" not in m.profile("u").model_dump_json()
         assert e.events.has_pending("u")  # reading a profile wrote nothing

@@ -1,0 +1,203 @@
+"""The committer: the only code that writes the event log's changes or the vector store.
+
+Every write goes: a change set (core/changes.py) -> under the user's lock, one commit of
+the event log (history, tombstones, marks, turns processed, the store ops queued in the
+outbox, the version bumped) -> the user's queued ops applied to the store. Every replay
+of the outbox happens under the user's lock too, so a replayed `replace` can never land
+after a later `delete` of the same memory (which would bring a deleted memory back).
+There is no process-wide lock: users are independent, and with a shared log any process
+may replay any user's ops.
+
+A bulk writer (the backfill, the nightly job) commits each user's change set under that
+user's lock with `apply=False`, then `drain_users` applies many users' rows in a few
+large store calls, each user's ops still under its lock and in commit order.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from typing import Protocol
+
+from memray.core.changes import ChangeSet
+from memray.core.gate import WriteGate
+from memray.core.versions import SeenVersions
+from memray.errors import StoreError
+from memray.store.base import VectorStore
+from memray.store.events import EventLog, Pending, StoreOp
+
+log = logging.getLogger(__name__)
+_BULK_ROWS = 2000
+# Users whose locks one bulk drain holds at once: each is a pooled connection on
+# PostgreSQL (postgres_pool_size, default 20), so stay well below it.
+_BULK_USERS = 8
+
+
+class ChangeHook(Protocol):
+    """Told about store changes, so a cache of the store can follow them."""
+
+    def changed(self, user_id: str) -> None:
+        """The user's rows changed (in ways the hook was not shown)."""
+
+    def applied(self, user_id: str, ops: Sequence[StoreOp], before: int, after: int) -> None:
+        """`ops` took the user's rows from memory version `before` to `after`."""
+
+
+class Committer:
+    """Commits change sets and applies them to the store under each user's lock
+    (`EventLog.user_lock`: across processes when the log is shared), inside the write
+    gate (a migration's switch waits for writes in flight and holds new ones back)."""
+
+    def __init__(self, store: VectorStore, events: EventLog, *, gate: WriteGate | None = None,
+                 on_change: ChangeHook | None = None, check: Callable[[], None] | None = None,
+                 seen: SeenVersions | None = None) -> None:
+        """`check` runs under the user's lock before each commit and may refuse it (a
+        migration made another model live: ModelChangedError). `seen`: this process's
+        view of users' versions when other processes write to the same log."""
+        self._store, self._events = store, events
+        self._gate = gate or WriteGate()
+        self._on_change, self._check, self._seen = on_change, check, seen
+
+    @property
+    def store(self) -> VectorStore:
+        """The store this committer writes (for the reads a writer makes under the lock)."""
+        return self._store
+
+    # -- locking ---------------------------------------------------------------------------
+    def locked(self, user_id: str) -> AbstractContextManager[None]:
+        """Held around one user's read-decide-commit: two writes of one user never
+        interleave, across processes when the log is shared; other users run in
+        parallel. Reads made under it see every write of the user so far: when another
+        process wrote the user since this one last looked, the store is read Strong.
+        Reentrant within a thread."""
+        return self._locked(user_id)
+
+    @contextmanager
+    def _locked(self, user_id: str) -> Iterator[None]:
+        with self._gate.shared(), self._events.user_lock(user_id):
+            seen = self._seen
+            if seen is not None and seen.moved(user_id, self._events.version(user_id)):
+                self._store.touch(user_id)
+            yield
+
+    # -- committing -----------------------------------------------------------------------
+    def commit(self, changes: ChangeSet, *, apply: bool = True) -> int:
+        """Durably commit `changes`, then apply them; returns the user's memory version
+        after it. Raises StoreError only if the commit itself failed; if the store is down
+        the ops stay queued and are retried by the next drain (of any process, for a
+        shared log). `apply=False` leaves the ops queued for `drain_users` (bulk)."""
+        uid = changes.user_id
+        with self._locked(uid):
+            if self._check is not None:
+                self._check()
+            before = self._events.version(uid)
+            ops = changes.store_ops()
+            events = changes.logged_events()
+            own = self._events.commit(uid, events, ops, purge_ids=list(changes.deletes),
+                                      purge_user=changes.delete_user,
+                                      clear_turns=changes.clear_turns,
+                                      tombstones=changes.tombstones, marks=changes.marks)
+            # Every log bumps the version exactly for a real change, and the user's lock
+            # keeps every other writer out: no second read is needed.
+            real = bool(events or ops or changes.deletes or changes.delete_user)
+            after = before + 1 if real else before
+            if not apply:
+                self.notify(uid)
+                return after
+            applied = self._drain_user(uid, set(own))
+            if applied and after != before and self._on_change is not None:
+                # Applied in full: a cache at `before` may move to `after` with these ops.
+                self._on_change.applied(uid, ops, before, after)
+            return after
+
+    def notify(self, user_id: str) -> None:
+        """The user's rows changed in ways a cache was not shown: caches drop them."""
+        if self._on_change is not None:
+            self._on_change.changed(user_id)
+
+    # -- applying the outbox ---------------------------------------------------------------
+    def drain(self) -> bool:
+        """Apply every queued op whose user no other writer holds; True when nothing was
+        left behind (no store failure, no user skipped)."""
+        complete = True
+        for user_id in self._events.pending_users():
+            with self._events.try_user_lock(user_id) as got:
+                complete = (self._drain_user(user_id, set()) if got else False) and complete
+        return complete
+
+    def drain_user(self, user_id: str) -> bool:
+        """Apply the user's queued ops now (waits for the user's lock)."""
+        with self._events.user_lock(user_id):
+            return self._drain_user(user_id, set())
+
+    def drain_users(self, user_ids: Sequence[str]) -> bool:
+        """Apply these users' queued ops, many users' leading rows in one store call:
+        a bulk writer's commits. Each user's ops stay under its lock and in order; a
+        user another writer holds is left to that writer. True when nothing was left."""
+        complete = True
+        todo = list(dict.fromkeys(user_ids))
+        for i in range(0, len(todo), _BULK_USERS):
+            complete = self._drain_group(todo[i:i + _BULK_USERS]) and complete
+        return complete
+
+    def _drain_group(self, user_ids: Sequence[str]) -> bool:
+        with ExitStack() as stack:
+            held = [u for u in user_ids if stack.enter_context(self._events.try_user_lock(u))]
+            queued = {u: self._events.pending(u) for u in held}
+            leading = {u: self._leading_replaces(p) for u, p in queued.items()}
+            rows = [row for u in held for p in leading[u] for row in p.op.rows]
+            try:
+                for j in range(0, len(rows), _BULK_ROWS):
+                    self._store.replace(rows[j:j + _BULK_ROWS])
+            except StoreError as exc:
+                log.warning("bulk store write queued for retry (%d users): %s", len(held), exc)
+                return False
+            self._events.done([p.seq for u in held for p in leading[u]])
+            complete = len(held) == len(user_ids)
+            for u in held:
+                self.notify(u)
+                if len(leading[u]) < len(queued[u]):  # a delete after the rows: in order
+                    complete = self._drain_user(u, set()) and complete
+            return complete
+
+    @staticmethod
+    def _leading_replaces(pending: Sequence[Pending]) -> list[Pending]:
+        n = 0
+        while n < len(pending) and pending[n].op.kind == "replace":
+            n += 1
+        return list(pending[:n])
+
+    def _drain_user(self, user_id: str, own: set[int]) -> bool:
+        """Apply the user's queued ops in order; the caller holds the user's lock. Caches
+        hear of ops not in `own` (replays) here; `commit` tells them about its own.
+        Consecutive replaces go to the store as one call."""
+        pending = self._events.pending(user_id)
+        i = 0
+        while i < len(pending):
+            j = i + 1
+            if pending[i].op.kind == "replace":
+                while (j < len(pending) and pending[j].op.kind == "replace"
+                       and sum(len(p.op.rows) for p in pending[i:j + 1]) <= _BULK_ROWS):
+                    j += 1
+            group = pending[i:j]
+            try:
+                self._apply([p.op for p in group])
+            except StoreError as exc:
+                log.warning("store write queued for retry (outbox seq %d): %s",
+                            group[0].seq, exc)
+                return False
+            self._events.done([p.seq for p in group])
+            if any(p.seq not in own for p in group):
+                self.notify(user_id)
+            i = j
+        return True
+
+    def _apply(self, ops: Sequence[StoreOp]) -> None:
+        op = ops[0]
+        if op.kind == "replace":
+            self._store.replace([row for o in ops for row in o.rows])
+        elif op.kind == "delete":
+            self._store.delete(op.user_id, op.ids)
+        else:
+            self._store.delete_user(op.user_id)
