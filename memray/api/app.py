@@ -18,7 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memray.api import schemas as s
 from memray.api.auth import KeySource, require_scope
-from memray.api.deps import AsyncMem, Key, Mem
+from memray.api.deps import AsyncMem, Key
 from memray.api.errors import ApiError, error_response
 from memray.api.guard import Guard
 from memray.api.jobs import JobQueue
@@ -144,7 +144,8 @@ def metrics(request: Request) -> Response:
 @router.post("/v1/memories", response_model=s.AddResponse | s.JobResponse,
              responses={202: {"model": s.JobResponse},
                         **s.error_responses(502)})
-async def add(req: s.AddRequest, key: Key, memory: Mem, jobs: Jobs, request: Request) -> Any:
+async def add(req: s.AddRequest, key: Key, memory: AsyncMem, jobs: Jobs,
+              request: Request) -> Any:
     require_scope(key, req.user_id)
     most = request.app.state.limits.max_messages
     if not isinstance(req.messages, str) and len(req.messages) > most:
@@ -157,7 +158,7 @@ async def add(req: s.AddRequest, key: Key, memory: Mem, jobs: Jobs, request: Req
         job = await run_in_threadpool(jobs.enqueue, req.user_id, req.idempotency_key,
                                       _add_kwargs(req))
         return JSONResponse(s.JobResponse(**job).model_dump(mode="json"), status_code=202)
-    result = await run_in_threadpool(lambda: memory.add(**_add_kwargs(req)))
+    result = await memory.add(**_add_kwargs(req))
     body = result.model_dump(mode="json")
     if req.idempotency_key:
         await run_in_threadpool(jobs.record, req.user_id, req.idempotency_key, body)
@@ -196,30 +197,29 @@ async def context(req: s.ContextRequest, key: Key, memory: AsyncMem) -> Any:
 
 @router.get("/v1/memories", response_model=s.ListResponse,
             responses=s.error_responses(409))
-async def list_memories(key: Key, memory: Mem, user_id: s.UserIdQuery,
+async def list_memories(key: Key, memory: AsyncMem, user_id: s.UserIdQuery,
                         cursor: s.CursorQuery = None,
                         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
                         min_version: MinVersion = None) -> Any:
     require_scope(key, user_id)
-    page = await run_in_threadpool(lambda: memory.get_all(
-        user_id=user_id, limit=limit, cursor=cursor, min_version=min_version))
+    page = await memory.get_all(user_id=user_id, limit=limit, cursor=cursor,
+                                min_version=min_version)
     return {"items": page.items, "next_cursor": page.next_cursor}
 
 
 @router.get("/v1/memories/{memory_id:memray_id}/history", response_model=list[s.MemoryEvent])
 async def history(memory_id: s.MemoryIdPath, user_id: s.UserIdQuery, key: Key,
-                  memory: Mem) -> Any:
+                  memory: AsyncMem) -> Any:
     require_scope(key, user_id)
-    return await run_in_threadpool(lambda: memory.history(memory_id, user_id=user_id))
+    return await memory.history(memory_id, user_id=user_id)
 
 
 @router.get("/v1/memories/{memory_id:memray_id}", response_model=s.MemoryRecord,
             responses=s.error_responses(404, 409))
-async def get(memory_id: s.MemoryIdPath, user_id: s.UserIdQuery, key: Key, memory: Mem,
-              min_version: MinVersion = None) -> Any:
+async def get(memory_id: s.MemoryIdPath, user_id: s.UserIdQuery, key: Key,
+              memory: AsyncMem, min_version: MinVersion = None) -> Any:
     require_scope(key, user_id)
-    record = await run_in_threadpool(lambda: memory.get(memory_id, user_id=user_id,
-                                                        min_version=min_version))
+    record = await memory.get(memory_id, user_id=user_id, min_version=min_version)
     if record is None:
         raise ApiError(404, "not_found", f"no memory {memory_id} for this user")
     return record
@@ -228,32 +228,30 @@ async def get(memory_id: s.MemoryIdPath, user_id: s.UserIdQuery, key: Key, memor
 @router.put("/v1/memories/{memory_id:memray_id}", response_model=s.MemoryEvent,
             responses=s.error_responses(404))
 async def update(memory_id: s.MemoryIdPath, user_id: s.UserIdQuery, req: s.UpdateRequest,
-                 key: Key, memory: Mem) -> Any:
+                 key: Key, memory: AsyncMem) -> Any:
     require_scope(key, user_id)
-    return await run_in_threadpool(lambda: memory.update(memory_id, req.content,
-                                                         user_id=user_id))
+    return await memory.update(memory_id, req.content, user_id=user_id)
 
 
 @router.delete("/v1/memories/{memory_id:memray_id}", response_model=s.MemoryEvent,
                responses=s.error_responses(404))
 async def delete(memory_id: s.MemoryIdPath, user_id: s.UserIdQuery, key: Key,
-                 memory: Mem) -> Any:
+                 memory: AsyncMem) -> Any:
     require_scope(key, user_id)
-    return await run_in_threadpool(lambda: memory.delete(memory_id, user_id=user_id))
+    return await memory.delete(memory_id, user_id=user_id)
 
 
 @router.delete("/v1/users/{user_id}/memories", response_model=s.DeleteAllResponse)
-async def delete_all(user_id: s.UserIdPath, key: Key, memory: Mem) -> Any:
+async def delete_all(user_id: s.UserIdPath, key: Key, memory: AsyncMem) -> Any:
     require_scope(key, user_id)
-    deleted = await run_in_threadpool(lambda: memory.delete_all(user_id=user_id))
-    return {"deleted": deleted,
-            "version": await run_in_threadpool(lambda: memory.version(user_id=user_id))}
+    deleted = await memory.delete_all(user_id=user_id)
+    return {"deleted": deleted, "version": await memory.version(user_id=user_id)}
 
 
 @router.get("/v1/users/{user_id}/export")
-async def export(user_id: s.UserIdPath, key: Key, memory: Mem) -> Any:
+async def export(user_id: s.UserIdPath, key: Key, memory: AsyncMem) -> Any:
     require_scope(key, user_id)
-    return await run_in_threadpool(lambda: list(memory.export(user_id=user_id)))
+    return await memory.export(user_id=user_id)
 
 
 def _job_reply(job: dict[str, Any], run_async: bool) -> Any:

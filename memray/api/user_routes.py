@@ -12,10 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
-from fastapi.concurrency import run_in_threadpool
 
 from memray.api.auth import require_scope
-from memray.api.deps import Key, Mem
+from memray.api.deps import AsyncMem, Key
 from memray.api.errors import ApiError
 from memray.core.doctor import UserReport
 from memray.core.profile import Profile
@@ -24,16 +23,16 @@ router = APIRouter()
 
 
 @router.get("/v1/users/{user_id}/profile", response_model=Profile)
-async def profile(user_id: str, key: Key, memory: Mem, refresh: bool = False) -> Any:
+async def profile(user_id: str, key: Key, memory: AsyncMem, refresh: bool = False) -> Any:
     require_scope(key, user_id)
-    return await run_in_threadpool(lambda: memory.profile(user_id, refresh=refresh))
+    return await memory.profile(user_id, refresh=refresh)
 
 
 @router.get("/v1/users/{user_id}/doctor", response_model=UserReport)
-async def doctor(user_id: str, key: Key, memory: Mem, repair: bool = False) -> Any:
+async def doctor(user_id: str, key: Key, memory: AsyncMem, repair: bool = False) -> Any:
     require_scope(key, user_id)
     if repair and not key.admin:
         raise ApiError(403, "forbidden", "repair needs an admin key")
-    report = await run_in_threadpool(lambda: memory.doctor(user_id, repair=repair))
+    report = await memory.doctor(user_id, repair=repair)
     done = report.after if report.after is not None else report.users
     return done[0]

@@ -131,8 +131,8 @@ def run(args: RecallBenchArgs, progress: Callable[[str], None] = print) -> dict[
     with Memory(cfg, embedder=timed_embedder, store=store) as m:
         loads = 0
         for i in range(args.queries + warm):
-            if i == warm and m._hot is not None:
-                loads = m._hot.loads
+            if i == warm and m._backend.hot is not None:
+                loads = m._backend.hot.loads
             q = f"what did the user mention about topic number {i} last week?"
             n = len(timed_embedder.samples)
             t0 = time.perf_counter()
@@ -140,8 +140,8 @@ def run(args: RecallBenchArgs, progress: Callable[[str], None] = print) -> dict[
             if i >= warm:
                 total_ms.append((time.perf_counter() - t0) * 1000)
                 embed_ms.append(sum(timed_embedder.samples[n:]))  # all embeds of this call
-        hot = m._hot is not None
-        hot_loads = m._hot.loads - loads if m._hot is not None else None
+        hot = m._backend.hot is not None
+        hot_loads = m._backend.hot.loads - loads if m._backend.hot is not None else None
     # The rest of each call is retrieval: the store's search (or the hot set's matrix
     # product), plus ranking.
     retrieval_ms = [t - e for t, e in zip(total_ms, embed_ms, strict=True)]

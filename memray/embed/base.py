@@ -31,6 +31,15 @@ class Embedder(Protocol):
         """One unit-length row per text, shape (len(texts), dim)."""
 
 
+@runtime_checkable
+class AsyncEmbedder(Embedder, Protocol):
+    """An embedder that can also be awaited (the Serve embedding deployment's handle),
+    so an async caller holds no thread while the embedding is made elsewhere."""
+
+    async def aembed(self, texts: Sequence[str]) -> Matrix:
+        """`embed(texts)`, awaited."""
+
+
 class InFront:
     """An embedder in front of another (a cache, shared passes): the same model,
     dimension and lifecycle as the one behind it."""

@@ -29,7 +29,8 @@ CHILD = textwrap.dedent('''
     from memray.store.milvus import MilvusStore
     from memray.store.sqlite_log import SQLiteEventLog
 
-    data_dir, kill_at, users, per_user = sys.argv[1], sys.argv[2], sys.argv[3].split(","), int(sys.argv[4])
+    data_dir, kill_at = sys.argv[1], sys.argv[2]
+    users, per_user = sys.argv[3].split(","), int(sys.argv[4])
 
     def die():
         sys.stdout.flush()

@@ -33,14 +33,14 @@ def test_hot_set_agrees_with_the_store(tmp_path: Path, embedder: CachedEmbedder)
     with Memory(cfg(tmp_path, "on"), embedder=embedder) as hot:
         assert answers(hot, "u") == want
         assert answers(hot, "u") == want  # served from the hot set now
-        assert hot._hot is not None and hot._hot._entries  # it was really used
+        assert hot._backend.hot is not None and hot._backend.hot._entries  # it was really used
         assert [h.memory.content for h in hot.search("drink", user_id="other")] == [
             "I drink coffee"]
 
 
 def test_writes_are_seen_at_once(tmp_path: Path, embedder: CachedEmbedder) -> None:
     with Memory(cfg(tmp_path, "auto"), embedder=embedder) as m:
-        assert m._hot is not None  # auto: on for milvus-lite
+        assert m._backend.hot is not None  # auto: on for milvus-lite
         mid = m.add("I live in Shanghai", user_id="u", infer=False).events[0].memory_id
         assert m.search("Where do I live?", user_id="u")[0].memory.content == \
             "I live in Shanghai"
@@ -68,9 +68,9 @@ def test_writes_patch_the_hot_set_instead_of_reloading(
             Memory(cfg(tmp_path / "cold", "off"), embedder=embedder) as cold:
         for m in (hot, cold):
             m.add([{"role": "user", "content": f} for f in FACTS], user_id="u", infer=False)
-        assert hot._hot is not None
+        assert hot._backend.hot is not None
         assert answers(hot, "u") == answers(cold, "u")
-        loads = hot._hot.loads
+        loads = hot._backend.hot.loads
         for m in (hot, cold):  # add, update, supersede (via extraction), delete
             mid = m.add("I live in Shanghai", user_id="u", infer=False).events[0].memory_id
             m.update(mid, "I live in Suzhou", user_id="u")
@@ -79,5 +79,5 @@ def test_writes_patch_the_hot_set_instead_of_reloading(
             m.delete(first, user_id="u")
         assert [[c for c, _ in a] for a in answers(hot, "u")] == \
             [[c for c, _ in a] for a in answers(cold, "u")]
-        assert hot._hot.loads == loads  # followed every write without reloading
+        assert hot._backend.hot.loads == loads  # followed every write without reloading
         assert "I live in Shanghai" not in str(answers(hot, "u"))

@@ -87,7 +87,7 @@ def cluster(embedder: CachedEmbedder, tmp_path: Path, milvus_server: str,
 def test_one_workload_three_backends_same_answers(fake: Memory, lite: Memory,
                                                   cluster: Memory) -> None:
     # The hot set (and with it keyword recall) is on for all three.
-    assert all(m._hot is not None for m in (fake, lite, cluster))
+    assert all(m._backend.hot is not None for m in (fake, lite, cluster))
     expected = _workload(fake)
     assert expected["searches"][0][0][0] == "I moved to Hangzhou"
     assert all("9 pm" not in c for c, _, _ in expected["lists"]["lin"])  # the forget

@@ -1,0 +1,188 @@
+"""`Recall`: the read path behind `Memory.search`.
+
+A search is planned (arguments checked, the user's version read, at least `min_version`
+when asked), its query embedded (by the caller: the async surface awaits it), then
+`found` gathers candidates from inside the user's partition (the nearest memories, the
+best keyword matches over the hot set, memories of the topics the query asks about),
+keeps the relevant ones (core/ranking.py `decide`) and ranks them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from memray.core import filters as search_filters
+from memray.core import validate
+from memray.core.backend import Backend
+from memray.core.hotset import HotSet
+from memray.core.intent import OBJECT_SLOTS, memory_topics, query_topics, slot_of, topic_slots
+from memray.core.ranking import Evidence, background, content_terms, decide, rank
+from memray.embed.base import Embedder
+from memray.errors import StaleReadError
+from memray.models import MemoryRecord, MemoryStatus, MemoryType, SearchHit, utcnow
+from memray.store.base import StoredMemory, Vector, VectorStore, Where
+from memray.store.events import EventLog
+from memray.store.rows import to_ms
+
+ACTIVE = (MemoryStatus.ACTIVE.value,)
+Searcher = Callable[[Vector, int, Where], list[tuple[MemoryRecord, float]]]
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """A search checked and ready for its query vector (see `Recall.plan`)."""
+
+    uid: str
+    text: str
+    cap: int
+    floor: float | None
+    where: Where
+    embedder: Embedder
+    store: VectorStore
+    hot: HotSet | None
+    version: int
+
+
+class Recall:
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
+
+    def plan(self, query: str, *, user_id: str, top_k: int | None = None,
+             filters: dict[str, Any] | None = None, threshold: float | None = None,
+             min_version: int | None = None, enabled: bool = True) -> SearchPlan | None:
+        """`Memory.search` up to its query embedding: the arguments checked and the user's
+        version read (None: memory is disabled). `found` does the rest with the vector."""
+        cfg = self._backend.config
+        uid = validate.user_id(user_id)
+        text = validate.content(query, cfg.max_content_chars)
+        cap = validate.positive_int(top_k if top_k is not None else cfg.recall.max_results,
+                                    "top_k", 1024)
+        floor = None if threshold is None else validate.similarity(threshold, "threshold")
+        where = Where(statuses=ACTIVE, alive_at_ms=to_ms(utcnow()),
+                      **search_filters.parse(filters))
+        if not enabled:
+            return None
+        self._backend.live  # noqa: B018 - opens on first use
+        self._backend.follow_model()
+        embedder, store, hot = self._backend.live
+        version = self.current(uid, min_version, store)
+        return SearchPlan(uid, text, cap, floor, where, embedder, store, hot, version)
+
+    def found(self, plan: SearchPlan, vector: Vector) -> list[SearchHit]:
+        """The rest of a search once `plan.text` is embedded: candidates, the relevance
+        decision and the ranking."""
+        events = self._backend.events
+        recall = self._backend.config.recall
+        uid, text, cap, where = plan.uid, plan.text, plan.cap, plan.where
+        search = _searcher(plan.store, events, uid, plan.hot, plan.version)
+        limit = max(recall.candidate_k, cap)
+        keyword: dict[str, float] = {}
+        hybrid = None
+        if recall.w_lexical and plan.hot is not None:  # dense + BM25 over the hot set
+            hybrid = plan.hot.hybrid(uid, plan.version, vector, text, limit, where,
+                                     _loader(plan.store, events, uid))
+        if hybrid is not None:
+            candidates = [(r, sim) for r, sim, _ in hybrid]
+            keyword = {r.id: lex for r, _, lex in hybrid}
+        else:
+            candidates = search(vector, limit, where)
+        topics = query_topics(text) if recall.intent_k else frozenset()
+        if topics and len(candidates) >= limit:  # fewer: every memory is a candidate already
+            candidates += self._topic_candidates(search, vector, where, topics,
+                                                 {r.id for r, _ in candidates})
+        topic_ids = frozenset(r.id for r, _ in candidates
+                              if topics and topics & topics_of(r))
+        if plan.floor is not None:  # a plain floor, no exceptions; topic matches rank up
+            return rank([c for c in candidates if c[1] >= plan.floor], recall, now=utcnow(),
+                        threshold=plan.floor, cap=cap, intent_ids=topic_ids, keyword=keyword)
+        evidence = Evidence(readable=background(plan.embedder, vector) < recall.background_max,
+                            topic_ids=topic_ids, keyword=keyword,
+                            query_terms=content_terms(text))
+        return rank(decide(candidates, recall, evidence), recall, now=utcnow(),
+                    threshold=-1.0, cap=cap, intent_ids=topic_ids, keyword=keyword)
+
+    def _topic_candidates(self, search: Searcher, vector: Vector, where: Where,
+                          topics: frozenset[str],
+                          have: set[str]) -> list[tuple[MemoryRecord, float]]:
+        """Memories of the query's topics beyond the nearest ones: extracted facts by
+        slot (`intent_k` per topic), facts with an object (like:, dislike: ...) and
+        verbatim memories, the nearest `candidate_k` of each, kept if of those topics."""
+        recall = self._backend.config.recall
+        slots, prefixes = topic_slots(topics)
+        asks: list[tuple[dict[str, Any], int]] = [
+            ({"slot_prefixes": OBJECT_SLOTS}, recall.candidate_k),
+            ({"types": (MemoryType.MESSAGE.value,)}, recall.candidate_k)]
+        if slots or prefixes:
+            asks.insert(0, ({"slots": slots, "slot_prefixes": prefixes},
+                            recall.intent_k * len(topics)))
+        out: list[tuple[MemoryRecord, float]] = []
+        for keys, k in asks:
+            narrowed = replace(where, **{key: v for key, v in keys.items()
+                                         if not getattr(where, key)})
+            for record, sim in search(vector, k, narrowed):
+                if record.id not in have and topics & topics_of(record):
+                    have.add(record.id)
+                    out.append((record, sim))
+        return out
+
+    # -- versions --------------------------------------------------------------------------
+    def current(self, uid: str, min_version: int | None, store: VectorStore) -> int:
+        """The user's version, once it is at least `min_version`; reads of a user whose
+        version moved since this process last looked go Strong (another process wrote)."""
+        backend = self._backend
+        events = backend.events
+        wanted = None if min_version is None else validate.non_negative_int(
+            min_version, "min_version")
+        version = events.version(uid)
+        if wanted is not None and version < wanted:
+            version = self._wait_for(events, uid, wanted)
+        if wanted is not None and events.has_pending(uid):
+            backend.committer.drain_user(uid)  # apply what the writer queued before reading
+        if backend.seen.moved(uid, version):
+            store.touch(uid)
+        return version
+
+    def _wait_for(self, events: EventLog, uid: str, wanted: int) -> int:
+        wait_s = self._backend.config.recall.min_version_wait_s
+        deadline = time.monotonic() + wait_s
+        version = events.version(uid)
+        while version < wanted and time.monotonic() < deadline:
+            time.sleep(0.02)
+            version = events.version(uid)
+        if version < wanted:
+            raise StaleReadError(f"memory version {wanted} not reached for this user "
+                                 f"(at {version} after {wait_s:g} s)")
+        return version
+
+
+def topics_of(record: MemoryRecord) -> frozenset[str]:
+    """The topics of a memory; one stored verbatim is classified from its text."""
+    return memory_topics(record.slot or slot_of(record.content), record.content)
+
+
+def _loader(store: VectorStore, events: EventLog,
+            uid: str) -> Callable[[], list[StoredMemory] | None]:
+    def load() -> list[StoredMemory] | None:
+        if events.has_pending(uid):  # the store is behind the log: do not cache
+            return None
+        return store.rows(uid, Where(statuses=ACTIVE))
+
+    return load
+
+
+def _searcher(store: VectorStore, events: EventLog, uid: str, hot: HotSet | None,
+              version: int) -> Searcher:
+    """The user's vector search: from the hot set when one is kept at `version` (the
+    user's version read once for the whole search)."""
+    if hot is None:
+        return lambda vec, k, where: store.search(uid, vec, k, where)
+    load = _loader(store, events, uid)
+
+    def search(vec: Vector, k: int, where: Where) -> list[tuple[MemoryRecord, float]]:
+        hits = hot.search(uid, version, vec, k, where, load)
+        return hits if hits is not None else store.search(uid, vec, k, where)
+
+    return search
