@@ -36,6 +36,9 @@ class StoreConfig(BaseModel):
     collection_prefix: str = Field("memray", description="Collection names are "
                                    "<prefix>_<model slug>_<dim>.")
     timeout_s: float = Field(10.0, gt=0, description="Per-call timeout against Milvus, seconds.")
+    open_timeout_s: float = Field(
+        60.0, gt=0, description="How long opening waits for Milvus (or this process's "
+        "milvus-lite server) to be ready, seconds; a busy machine can take more than 10.")
     strong_window_s: float = Field(
         10.0, ge=0, description="Reads of a user this process wrote to in the last N seconds "
         "(and all reads for N seconds after open) use Strong consistency, others Bounded.")

@@ -10,7 +10,8 @@
     └── StoreError                              the vector store or event log failed
         ├── DimensionMismatchError              data made by another embedding model/dimension
         ├── StoreUnavailableError               the store cannot be reached or opened
-        └── ModelChangedError                   a migration switched the model; nothing written
+        ├── ModelChangedError                   a migration switched the model; nothing written
+        └── MigrationError                      a migration's check failed; the alias stayed
 
 Low-level errors (pymilvus, sqlite3) are translated at the store boundary with
 ``raise StoreError(...) from exc``, so callers never need to import a backend's errors.
@@ -74,3 +75,8 @@ class ModelChangedError(StoreError):
     """Another process's migration made a new embedding model live after this write was
     prepared with the old one; nothing was written. `Memory` follows the switch and
     retries once."""
+
+
+class MigrationError(StoreError):
+    """A migration's check failed (recall of the sample, counts per user); the alias was
+    not switched and the live model is unchanged."""

@@ -187,7 +187,7 @@ class AddRequest(BaseModel):
 
 
 class SearchFilters(BaseModel):
-    """What `search` narrows to (core/filters.py); a null is the same as leaving it out."""
+    """What `search` narrows to (core/search_filters.py); a null is the same as leaving it out."""
 
     model_config = _STRICT
 

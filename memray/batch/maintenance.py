@@ -22,7 +22,7 @@ from memray.core.engine import Engine
 from memray.core.memory import Memory
 from memray.core.profile import Profiles, llm_summarizer
 from memray.maintain.codec import item_to_rows, plan_from_json, plan_to_json, rows_to_item
-from memray.maintain.plan import Settings, Summarizer, plan_user, rule_summary
+from memray.maintain.plan import MaintenanceSettings, Summarizer, plan_user, rule_summary
 from memray.maintain.writer import commit, live_rows
 from memray.models import utcnow
 
@@ -40,7 +40,7 @@ def plan_batch(batch: pd.DataFrame, *, settings: dict[str, Any], now_ms: int, di
 
         summarize = LLMExtractor(LLMConfig.model_validate(llm)).summarize
     plans = [plan_to_json(plan_user(item["user_id"], item_to_rows(item, dim), now,
-                                    Settings(**settings), summarize))
+                                    MaintenanceSettings(**settings), summarize))
              for item in batch.to_dict("records")]
     return pd.DataFrame({"plan": plans, "version": batch["version"].tolist()})
 

@@ -36,17 +36,13 @@ from memray.core.engine import Engine
 from memray.core.factory import build_embedder, build_store
 from memray.core.follow import LIVE_EMBEDDER, LiveEmbedder
 from memray.core.memory import Memory
-from memray.errors import ConfigError, StoreError
+from memray.errors import ConfigError, MigrationError
 from memray.migrate.sync import Syncer, recall_agreement
 from memray.models import MemoryRecord
 from memray.settings import load_settings
 from memray.store.base import Where
 
 PREVIOUS = "migrate.previous_embedder"
-
-
-class MigrationError(StoreError):
-    """A check failed; the alias was not switched."""
 
 
 def run(args: MigrateArgs, memory: Memory | None = None) -> dict[str, Any]:

@@ -77,7 +77,7 @@ def build_store(cfg: MemoryConfig, settings: Settings, *, model: str, dim: int,
     return MilvusStore(milvus_uri(cfg, settings), model=model, dim=dim, alias=s.alias,
                        prefix=s.collection_prefix, token=s.milvus_token or settings.milvus_token,
                        timeout_s=s.timeout_s, strong_window_s=s.strong_window_s,
-                       bind_alias=bind_alias)
+                       bind_alias=bind_alias, open_timeout_s=s.open_timeout_s)
 
 
 def build_extractor(cfg: MemoryConfig) -> Extractor:

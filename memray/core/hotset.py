@@ -22,7 +22,7 @@ from memray.core.lexical import BM25
 from memray.models import MemoryRecord, MemoryStatus
 from memray.store.base import StoredMemory, Vector, Where
 from memray.store.events import StoreOp
-from memray.store.memory import matches
+from memray.store.filters import matches
 
 Hits = list[tuple[MemoryRecord, float]]
 

@@ -14,8 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from memray.core import filters as search_filters
-from memray.core import validate
+from memray.core import search_filters, validate
 from memray.core.backend import Backend
 from memray.core.hotset import HotSet
 from memray.core.intent import OBJECT_SLOTS, memory_topics, query_topics, slot_of, topic_slots

@@ -43,7 +43,7 @@ Summarizer = Callable[[Sequence[str], int], str]
 
 
 @dataclass(frozen=True)
-class Settings:
+class MaintenanceSettings:
     candidate_days: int = 30
     merge_below: float = 0.3
     merge_similarity: float = 0.75
@@ -85,7 +85,7 @@ def rule_summary(statements: Sequence[str], max_chars: int) -> str:
 
 
 def plan_user(user_id: str, rows: Sequence[StoredMemory], now: datetime,
-              settings: Settings, summarize: Summarizer = rule_summary) -> UserPlan:
+              settings: MaintenanceSettings, summarize: Summarizer = rule_summary) -> UserPlan:
     plan = UserPlan(user_id)
     current: dict[str, StoredMemory] = {}
     for row in rows:
@@ -103,7 +103,8 @@ def plan_user(user_id: str, rows: Sequence[StoredMemory], now: datetime,
     return plan
 
 
-def _lifecycle(rec: MemoryRecord, now: datetime, s: Settings, plan: UserPlan) -> MemoryRecord:
+def _lifecycle(rec: MemoryRecord, now: datetime, s: MaintenanceSettings,
+               plan: UserPlan) -> MemoryRecord:
     new, reason = rec, ""
     if rec.status in _LIVE and rec.expires_at is not None and rec.expires_at <= now:
         new, reason = rec.model_copy(update={"status": MemoryStatus.EXPIRED}), "expired"
@@ -147,7 +148,7 @@ def _clusters(rows: list[StoredMemory], similarity: float) -> list[list[StoredMe
     return [g for g in groups.values() if len(g) >= 2]
 
 
-def _merged(user_id: str, originals: list[MemoryRecord], now: datetime, s: Settings,
+def _merged(user_id: str, originals: list[MemoryRecord], now: datetime, s: MaintenanceSettings,
             summarize: Summarizer) -> MemoryRecord:
     ordered = sorted(originals, key=lambda r: (r.created_at, r.id))
     content = summarize([r.content for r in ordered], s.merge_max_chars)

@@ -3,7 +3,7 @@
 `ChangeLog`: history of every change, the write-ahead outbox, per-user versions and the
 per-user write lock. `TurnLog`: turns awaiting extraction and queued async adds.
 `JobState`: tombstones, batch-job marks and metadata. Implementations: in memory
-(`store.memory_log`, the fake), SQLite (`store.sqlite_log`, the embedded default) and
+(`store.fake_log`, the fake), SQLite (`store.sqlite_log`, the embedded default) and
 PostgreSQL (`store.postgres_log`, shared by every process of a cluster); one contract
 suite runs all three.
 

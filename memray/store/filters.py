@@ -1,4 +1,6 @@
-"""The one function that turns typed conditions into a Milvus boolean expression.
+"""The filter rules: the one function that turns typed conditions into a Milvus boolean
+expression (`build_filter`), and the same conditions evaluated in Python (`matches`, for
+the fake store and the hot set), kept side by side so the two cannot drift apart.
 
 Nothing else in memray writes filter text. Every string value is validated and escaped
 here; numbers are checked to be finite. Milvus' filter templating (`filter_params`) does
@@ -11,7 +13,9 @@ import math
 import re
 
 from memray.errors import InvalidInputError
+from memray.models import MemoryRecord
 from memray.store.base import Where
+from memray.store.rows import to_ms
 
 _FIELD = re.compile(r"^[a-z_][a-z0-9_]*$")
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -76,3 +80,36 @@ def build_filter(user_id: str, where: Where) -> str:
     if where.after_id is not None:
         parts.append(f"id > {quote(where.after_id)}")
     return " and ".join(parts)
+
+
+def matches(r: MemoryRecord, user_id: str, w: Where) -> bool:
+    """`where` evaluated in Python, exactly as `build_filter` has Milvus evaluate it."""
+    if r.user_id != user_id:
+        return False
+    if w.ids and r.id not in w.ids:
+        return False
+    if w.statuses and r.status.value not in w.statuses:
+        return False
+    if w.types and r.type.value not in w.types:
+        return False
+    if (w.slots or w.slot_prefixes) and not (
+            (r.slot or "") in w.slots or any((r.slot or "").startswith(p)
+                                             for p in w.slot_prefixes)):
+        return False
+    if w.content_hashes and r.content_hash not in w.content_hashes:
+        return False
+    if w.agent_id is not None and (r.agent_id or "") != w.agent_id:
+        return False
+    if w.session_id is not None and (r.session_id or "") != w.session_id:
+        return False
+    expires = to_ms(r.expires_at)
+    if w.alive_at_ms is not None and expires and expires <= w.alive_at_ms:
+        return False
+    created = to_ms(r.created_at)
+    if w.created_after_ms is not None and created <= w.created_after_ms:
+        return False
+    if w.created_before_ms is not None and created >= w.created_before_ms:
+        return False
+    if w.min_importance is not None and r.importance < w.min_importance:
+        return False
+    return not (w.after_id is not None and r.id <= w.after_id)

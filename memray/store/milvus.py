@@ -127,12 +127,15 @@ class MilvusStore:
     def __init__(
         self, uri: str, *, model: str, dim: int, alias: str = "memray_memories",
         prefix: str = "memray", token: str | None = None, timeout_s: float = 10.0,
-        strong_window_s: float = 10.0, bind_alias: bool = True,
+        strong_window_s: float = 10.0, bind_alias: bool = True, open_timeout_s: float = 60.0,
     ) -> None:
         # `timeout_s` goes to every call: pymilvus' client-level timeout bounds only the
         # connecting, and a call without one of its own waits for as long as the server
         # holds it (a Milvus shutting down held reads until it was killed).
         self._uri, self._token, self._timeout = uri, token, timeout_s
+        # Opening waits for the server's channel to be ready: on a busy machine a second
+        # client of this process's milvus-lite server took longer than 10 s.
+        self._open_timeout = open_timeout_s
         self._window = strong_window_s
         self._strong_until = 0.0
         self._written: dict[str, float] = {}
@@ -178,7 +181,7 @@ class MilvusStore:
                 grpc_log.addFilter(_LiteNoiseFilter())
         try:
             self._client = MilvusClient(uri=self._uri, token=self._token or "",
-                                        timeout=self._timeout)
+                                        timeout=self._open_timeout)
         except Exception as exc:
             raise StoreUnavailableError(self._open_error(exc)) from exc
         if is_lite_uri(self._uri):
@@ -202,10 +205,21 @@ class MilvusStore:
         if is_lite_uri(self._uri) and not os.access(Path(self._uri).parent, os.W_OK):
             return (f"milvus-lite dir {self._uri} is on a read-only file system (or one this "
                     "process may not write); nothing was changed")
+        if is_lite_uri(self._uri) and self._served_here():
+            return (f"milvus-lite dir {self._uri}: this process's milvus-lite server did not "
+                    f"answer within {self._open_timeout:g} s (store.open_timeout_s; is the "
+                    f"machine overloaded?): {text}")
         if is_lite_uri(self._uri) and _lite_dir_locked(Path(self._uri)):
             return (f"milvus-lite dir {self._uri} is open in another process; one process "
                     "owns a lite dir (serve it with `milvus-lite server` to share it)")
-        return f"cannot open Milvus at {self._uri}: {text}"
+        return (f"cannot open Milvus at {self._uri} (waited up to {self._open_timeout:g} s, "
+                f"store.open_timeout_s): {text}")
+
+    def _served_here(self) -> bool:
+        """True when this process already serves the lite dir (another store has it open
+        here), so its lock is ours and a failure to connect is not another process's."""
+        with _lite_lock:
+            return _lite_refs.get(str(Path(self._uri).resolve()), 0) > 0
 
     def close(self) -> None:
         if self._client is None:

@@ -24,7 +24,7 @@ from memray.core.ids import new_id
 from memray.embed.hashing import HashingEmbedder
 from memray.models import MemoryRecord, MemoryStatus, content_hash, utcnow
 from memray.store.base import StoredMemory, Where
-from memray.store.memory import InMemoryStore
+from memray.store.fake import InMemoryStore
 
 HASHING = {"provider": "hashing", "dim": 32}
 

@@ -26,7 +26,7 @@ from memray.errors import StoreError
 from memray.models import MemoryEvent, MemoryRecord, content_hash, utcnow
 from memray.store.base import StoredMemory
 from memray.store.events import EventLog, StoreOp, Tombstone, UserLocks
-from memray.store.memory_log import InMemoryEventLog
+from memray.store.fake_log import InMemoryEventLog
 from memray.store.sqlite_log import SQLiteEventLog
 
 if TYPE_CHECKING:

@@ -62,7 +62,7 @@ def test_a_store_left_open_by_a_crash_is_rebuilt_from_the_log(tmp_path: Path,
         engine = m.engine()
         # what a torn milvus-lite WAL loses: rows the log holds as applied
         engine.store.delete("u", [added[0].id, added[2].id])
-    from memray.core.memory import _EMBEDDED_STATE
+    from memray.core.backend import _EMBEDDED_STATE
     from memray.store.sqlite_log import SQLiteEventLog
 
     log = SQLiteEventLog(str(tmp_path / "d" / "events.sqlite3"), dim=embedder.dim)

@@ -26,7 +26,7 @@ from memray import Memory, MemoryConfig
 from memray.embed.cache import CachedEmbedder
 from memray.errors import ConfigError
 from memray.integrations.langgraph import MemrayStore
-from memray.maintain.plan import Settings, plan_user
+from memray.maintain.plan import MaintenanceSettings, plan_user
 from memray.models import MemoryStatus, utcnow
 from memray.store.base import StoredMemory, Where
 
@@ -216,9 +216,10 @@ def test_items_are_pinned_against_nightly_decay_and_merge(memory: Memory) -> Non
                                                      "last_confirmed_at": old}), r.vector)
             for r in memory.engine().store.rows("u1", Where())]
     assert len(rows) == 3 and np.allclose(rows[0].vector, rows[1].vector)
-    plan = plan_user("u1", rows, utcnow(), Settings())
+    plan = plan_user("u1", rows, utcnow(), MaintenanceSettings())
     assert plan.empty  # a year unconfirmed, low importance, identical: still kept as is
     unpinned = [StoredMemory(r.record.model_copy(update={"metadata": {}}), r.vector)
                 for r in rows]
-    assert plan_user("u1", unpinned, utcnow(), Settings()).merges  # what pinning prevents
+    # what pinning prevents:
+    assert plan_user("u1", unpinned, utcnow(), MaintenanceSettings()).merges
     assert all(r.record.status == MemoryStatus.ACTIVE for r in rows)

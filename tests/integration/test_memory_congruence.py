@@ -14,8 +14,8 @@ import pytest
 
 from memray import Memory, MemoryConfig, MemoryStatus
 from memray.embed.cache import CachedEmbedder
-from memray.store.memory import InMemoryStore
-from memray.store.memory_log import InMemoryEventLog
+from memray.store.fake import InMemoryStore
+from memray.store.fake_log import InMemoryEventLog
 
 ROUNDS = [
     ("lin", "I'm only free after 9 pm; I like writing scripts in Python"),

@@ -47,7 +47,7 @@ from hypothesis.stateful import (
 
 from memray import Memory, MemoryConfig, MemoryNotFoundError
 from memray.embed.cache import CachedEmbedder
-from memray.maintain.plan import Settings, plan_user
+from memray.maintain.plan import MaintenanceSettings, plan_user
 from memray.maintain.writer import commit, live_rows
 from memray.models import AddResult, MemoryEvent, MemoryStatus, utcnow
 
@@ -320,7 +320,7 @@ class MemoryMachine(RuleBasedStateMachine):
             rows = live_rows(engine, user)
             if not rows:
                 continue
-            plan = plan_user(user, rows, now, Settings())
+            plan = plan_user(user, rows, now, MaintenanceSettings())
             vectors = {r.record.id: r.vector for r in rows}
             assert commit(engine, plan, vectors, engine.events.version(user), Counter())
             for _, new, _ in plan.updates:

@@ -19,7 +19,7 @@ import pytest
 from memray.core.ids import new_id
 from memray.models import MemoryRecord, MemoryStatus, content_hash, utcnow
 from memray.store.base import StoredMemory, VectorStore, Where
-from memray.store.memory import InMemoryStore
+from memray.store.fake import InMemoryStore
 from memray.store.milvus import MilvusStore
 
 DIM = 8

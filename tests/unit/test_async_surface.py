@@ -9,8 +9,8 @@ from pathlib import Path
 from memray import Memory, MemoryConfig
 from memray.core.aio import AsyncMemory
 from memray.embed.hashing import HashingEmbedder
-from memray.store.memory import InMemoryStore
-from memray.store.memory_log import InMemoryEventLog
+from memray.store.fake import InMemoryStore
+from memray.store.fake_log import InMemoryEventLog
 
 # Plumbing for jobs, migrations and integrations, not calls an application awaits.
 PLUMBING = {"from_config", "engine", "turn_log", "switch_backend", "write_changes"}

@@ -17,8 +17,8 @@ from memray.core.records import new_record
 from memray.errors import ModelChangedError, StoreError
 from memray.models import MemoryRecord, utcnow
 from memray.store.base import StoredMemory, Where
-from memray.store.memory import InMemoryStore
-from memray.store.memory_log import InMemoryEventLog
+from memray.store.fake import InMemoryStore
+from memray.store.fake_log import InMemoryEventLog
 
 DIM = 8
 

@@ -15,7 +15,7 @@ from memray.errors import ConfigError, InvalidInputError
 from memray.extract.rules import RuleExtractor
 from memray.ingest.logs import LogTurn, parse_turn, ts_ms
 from memray.ingest.units import build_unit, mark_key, session_key
-from memray.maintain.plan import Settings, plan_user, rule_summary
+from memray.maintain.plan import MaintenanceSettings, plan_user, rule_summary
 from memray.migrate.sync import diff
 from memray.models import MemoryRecord, MemoryStatus, MemoryType, content_hash
 from memray.store.base import StoredMemory
@@ -101,13 +101,13 @@ def test_plan_merges_close_low_importance_memories_only() -> None:
             StoredMemory(record("I love tea"), vec["tea2"]),
             StoredMemory(record("I have a dog"), vec["dog"]),
             StoredMemory(record("Tea is fine", importance=0.9), vec["tea"])]
-    plan = plan_user("u1", rows, T0, Settings())
+    plan = plan_user("u1", rows, T0, MaintenanceSettings())
     assert len(plan.merges) == 1
     merge = plan.merges[0]
     assert {r.content for r in merge.originals} == {"I like tea", "I love tea"}
     assert set(merge.merged.content.split("; ")) == {"I like tea", "I love tea"}
     assert merge.merged.metadata["merged_from"] == sorted(r.id for r in merge.originals)
-    assert plan_user("u1", rows, T0, Settings()).merges[0].merged.id == merge.merged.id
+    assert plan_user("u1", rows, T0, MaintenanceSettings()).merges[0].merged.id == merge.merged.id
 
 
 def test_plan_expires_retires_and_decays_deterministically() -> None:
@@ -117,14 +117,15 @@ def test_plan_expires_retires_and_decays_deterministically() -> None:
         update={"status": MemoryStatus.CANDIDATE})
     old = record("pref", days=180, importance=0.8)
     rows = [StoredMemory(r, np.ones(3, np.float32)) for r in (expired, candidate, old)]
-    plan = plan_user("u1", rows, T0, Settings(merge_below=0.0))
+    plan = plan_user("u1", rows, T0, MaintenanceSettings(merge_below=0.0))
     why = {old_.content: (new.status.value, new.importance, reason)
            for old_, new, reason in plan.updates}
     assert why["task"][0] == "expired" and why["maybe"][0] == "expired"
     assert why["pref"] == ("active", 0.4, "decayed")
     decayed = StoredMemory(next(n for o, n, _ in plan.updates if o.content == "pref"),
                            np.ones(3, np.float32))
-    assert plan_user("u1", [decayed], T0, Settings()).updates == []  # a second pass: no-op
+    # a second pass: no-op
+    assert plan_user("u1", [decayed], T0, MaintenanceSettings()).updates == []
 
 
 def test_rule_summary_keeps_whole_distinct_statements_within_the_cap() -> None:

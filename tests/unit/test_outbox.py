@@ -11,7 +11,7 @@ from memray import Memory, MemoryConfig
 from memray.embed.hashing import HashingEmbedder
 from memray.errors import StoreError
 from memray.store.base import StoredMemory
-from memray.store.memory import InMemoryStore
+from memray.store.fake import InMemoryStore
 
 
 class FlakyStore(InMemoryStore):

@@ -21,12 +21,12 @@ from memray.ingest.logs import LogTurn
 from memray.ingest.units import build_unit, unit_texts
 from memray.ingest.writer import BackfillWriter
 from memray.maintain import writer as maintenance
-from memray.maintain.plan import Settings, plan_user
+from memray.maintain.plan import MaintenanceSettings, plan_user
 from memray.models import MemoryEvent, utcnow
 from memray.store.base import StoredMemory
 from memray.store.events import StoreOp, Tombstone
-from memray.store.memory import InMemoryStore
-from memray.store.memory_log import InMemoryEventLog
+from memray.store.fake import InMemoryStore
+from memray.store.fake_log import InMemoryEventLog
 
 DIM = 32
 COMMITTER = "memray.core.committer"
@@ -109,7 +109,7 @@ def _merge_low_importance(m: Memory, uid: str) -> None:
         changes.put(rec, engine.embedder.embed([text])[0], None, rec.created_at)
     engine.committer.commit(changes)
     rows = maintenance.live_rows(engine, uid)
-    plan = plan_user(uid, rows, utcnow(), Settings(merge_similarity=0.3))
+    plan = plan_user(uid, rows, utcnow(), MaintenanceSettings(merge_similarity=0.3))
     assert plan.merges, "the two pizza memories were not planned as a merge"
     vectors = {r.record.id: r.vector for r in rows}
     from collections import Counter

@@ -19,10 +19,10 @@ from memray.ingest.logs import LogTurn
 from memray.ingest.units import build_unit, unit_texts
 from memray.ingest.writer import BackfillWriter
 from memray.maintain import writer as maintenance
-from memray.maintain.plan import Settings, plan_user
+from memray.maintain.plan import MaintenanceSettings, plan_user
 from memray.models import utcnow
-from memray.store.memory import InMemoryStore
-from memray.store.memory_log import InMemoryEventLog
+from memray.store.fake import InMemoryStore
+from memray.store.fake_log import InMemoryEventLog
 
 DIM = 64
 
@@ -85,7 +85,7 @@ def test_a_merge_then_a_backfill_of_the_same_turns_does_not_bring_them_back(
     buffered(first, mem, "p", said, days_ago=120)  # old enough to decay under the floor
     first.flush()
     rows = maintenance.live_rows(engine, "p")
-    plan = plan_user("p", rows, utcnow(), Settings(merge_similarity=0.3))
+    plan = plan_user("p", rows, utcnow(), MaintenanceSettings(merge_similarity=0.3))
     assert len(plan.merges) == 1, "the two pizza turns were not planned as one merge"
     assert maintenance.commit(engine, plan, {r.record.id: r.vector for r in rows},
                               engine.events.version("p"), Counter())

@@ -11,41 +11,8 @@ import numpy as np
 from memray.errors import StoreError
 from memray.models import MemoryRecord
 from memray.store.base import StoredMemory, Vector, Where
-from memray.store.filters import quote
-from memray.store.rows import from_row, to_ms, to_row
-
-
-def matches(r: MemoryRecord, user_id: str, w: Where) -> bool:
-    """`where` evaluated in Python, exactly as `build_filter` has Milvus evaluate it."""
-    if r.user_id != user_id:
-        return False
-    if w.ids and r.id not in w.ids:
-        return False
-    if w.statuses and r.status.value not in w.statuses:
-        return False
-    if w.types and r.type.value not in w.types:
-        return False
-    if (w.slots or w.slot_prefixes) and not (
-            (r.slot or "") in w.slots or any((r.slot or "").startswith(p)
-                                             for p in w.slot_prefixes)):
-        return False
-    if w.content_hashes and r.content_hash not in w.content_hashes:
-        return False
-    if w.agent_id is not None and (r.agent_id or "") != w.agent_id:
-        return False
-    if w.session_id is not None and (r.session_id or "") != w.session_id:
-        return False
-    expires = to_ms(r.expires_at)
-    if w.alive_at_ms is not None and expires and expires <= w.alive_at_ms:
-        return False
-    created = to_ms(r.created_at)
-    if w.created_after_ms is not None and created <= w.created_after_ms:
-        return False
-    if w.created_before_ms is not None and created >= w.created_before_ms:
-        return False
-    if w.min_importance is not None and r.importance < w.min_importance:
-        return False
-    return not (w.after_id is not None and r.id <= w.after_id)
+from memray.store.filters import matches, quote
+from memray.store.rows import from_row, to_row
 
 
 class InMemoryStore:
