@@ -148,10 +148,11 @@ class Resolver:
         return forgotten(record.slot, about(record), forget)
 
     # -- facts -------------------------------------------------------------------
-    def _related(self, uid: str, fact: Fact, vec: Vector, plan: ChangeSet,
-                 now: datetime) -> list[tuple[MemoryRecord, float]]:
+    def _related(self, uid: str, fact: Fact, vec: Vector, plan: ChangeSet, now: datetime,
+                 stored: dict[str, Vector]) -> list[tuple[MemoryRecord, float]]:
         """Live memories to compare with: nearest by vector, same slot, opposite slot,
-        and this plan's own new rows; the latest planned version of each wins."""
+        and this plan's own new rows; the latest planned version of each wins. The
+        vectors of the same-slot rows go into `stored` (read with them, no extra call)."""
         alive = to_ms(now)
         found: dict[str, tuple[MemoryRecord, float]] = {}
         for rec, sim in self._store.search(uid, vec, 5, Where(statuses=LIVE_STATUSES,
@@ -159,8 +160,9 @@ class Resolver:
             found[rec.id] = (rec, sim)
         slots = tuple(s for s in (fact.slot, _opposite(fact.slot)) if s)
         if slots:
-            for rec in self._store.query(uid, Where(slots=slots, statuses=LIVE_STATUSES)):
-                found.setdefault(rec.id, (rec, -1.0))
+            for row in self._store.rows(uid, Where(slots=slots, statuses=LIVE_STATUSES)):
+                stored[row.record.id] = row.vector
+                found.setdefault(row.record.id, (row.record, -1.0))
         for rid, row in plan.upserts.items():
             if row.record.status.value in LIVE_STATUSES and row.record.user_id == uid:
                 found[rid] = (row.record, float(row.vector @ vec))
@@ -175,9 +177,10 @@ class Resolver:
 
     def _resolve(self, scope: Scope, fact: Fact, vec: Vector, plan: ChangeSet,
                  now: datetime) -> None:
-        related = self._related(scope.user_id, fact, vec, plan, now)
+        stored: dict[str, Vector] = {}
+        related = self._related(scope.user_id, fact, vec, plan, now, stored)
         if fact.op is not None:
-            self._follow_op(scope, fact, vec, related, plan, now)
+            self._follow_op(scope, fact, vec, related, plan, now, stored)
             return
         opposite = _opposite(fact.slot)
         same = [r for r, _ in related if fact.slot and r.slot == fact.slot]
@@ -190,25 +193,25 @@ class Resolver:
             return
         for rec in rivals:
             if rec.slot == opposite:
-                self._supersede(scope.user_id, rec, plan, now)
+                self._supersede(scope.user_id, rec, plan, now, stored)
         if same and is_single_valued(fact.slot):
             if any(r.content_hash == content_hash(fact.content) for r in same):
-                self._confirm(scope.user_id, same[0], fact, vec, plan, now)
+                self._confirm(scope.user_id, same[0], fact, vec, plan, now, stored)
                 return
             for rec in same:
-                self._supersede(scope.user_id, rec, plan, now)
+                self._supersede(scope.user_id, rec, plan, now, stored)
             self._add(scope, fact, vec, plan, now)
             return
         if same:
-            self._confirm(scope.user_id, same[0], fact, vec, plan, now)
+            self._confirm(scope.user_id, same[0], fact, vec, plan, now, stored)
             return
         match = self._match_by_similarity(fact, related)
         if match is not None:
             if fact.correction and match.content_hash != content_hash(fact.content):
-                self._supersede(scope.user_id, match, plan, now)
+                self._supersede(scope.user_id, match, plan, now, stored)
                 self._add(scope, fact, vec, plan, now)
             else:
-                self._confirm(scope.user_id, match, fact, vec, plan, now)
+                self._confirm(scope.user_id, match, fact, vec, plan, now, stored)
             return
         self._add(scope, fact, vec, plan, now)
 
@@ -224,7 +227,7 @@ class Resolver:
 
     def _follow_op(self, scope: Scope, fact: Fact, vec: Vector,
                    related: Sequence[tuple[MemoryRecord, float]], plan: ChangeSet,
-                   now: datetime) -> None:
+                   now: datetime, stored: dict[str, Vector]) -> None:
         target = next((r for r, _ in related if r.id == fact.target), None)
         if target is None and fact.target is not None:
             target = self._lookup(scope.user_id, fact.target, plan)
@@ -233,7 +236,7 @@ class Resolver:
                 self._add(scope, fact, vec, plan, now)
             return
         if fact.op == "UPDATE":
-            self._supersede(scope.user_id, target, plan, now)
+            self._supersede(scope.user_id, target, plan, now, stored)
             self._add(scope, fact, vec, plan, now)
         elif fact.op == "DELETE":
             plan.delete(target, now, "extractor: delete")
@@ -247,25 +250,29 @@ class Resolver:
         return found[0] if found else None
 
     # -- plan edits --------------------------------------------------------------
-    def _existing_vector(self, rec: MemoryRecord, plan: ChangeSet) -> Vector:
+    def _existing_vector(self, rec: MemoryRecord, plan: ChangeSet,
+                         stored: dict[str, Vector]) -> Vector:
         """The vector a memory is stored with: a status change re-embeds nothing."""
         planned = plan.planned(rec.id)
         if planned is not None:
             return planned.vector
-        stored = self._store.rows(rec.user_id, Where(ids=(rec.id,)))
-        if stored:
-            return stored[0].vector
+        if rec.id in stored:
+            return stored[rec.id]
+        found = self._store.rows(rec.user_id, Where(ids=(rec.id,)))
+        if found:
+            return found[0].vector
         vec: Vector = self._embedder.embed([rec.index_text])[0]  # the store lags the log
         return vec
 
-    def _supersede(self, uid: str, rec: MemoryRecord, plan: ChangeSet, now: datetime) -> None:
+    def _supersede(self, uid: str, rec: MemoryRecord, plan: ChangeSet, now: datetime,
+                   stored: dict[str, Vector]) -> None:
         if rec.status == MemoryStatus.SUPERSEDED or rec.id in plan.deletes:
             return
         new = rec.model_copy(update={"status": MemoryStatus.SUPERSEDED, "updated_at": now})
-        plan.put(new, self._existing_vector(rec, plan), rec, now, "superseded")
+        plan.put(new, self._existing_vector(rec, plan, stored), rec, now, "superseded")
 
     def _confirm(self, uid: str, rec: MemoryRecord, fact: Fact, vec: Vector, plan: ChangeSet,
-                 now: datetime) -> None:
+                 now: datetime, stored: dict[str, Vector]) -> None:
         """The same fact again: refresh last_confirmed_at; a candidate becomes active."""
         latest = max(now, rec.last_confirmed_at)  # a backfilled old turn moves nothing back
         update = {"last_confirmed_at": latest, "updated_at": max(now, rec.updated_at),
@@ -276,7 +283,7 @@ class Resolver:
             update |= {"status": MemoryStatus.ACTIVE,
                        "expires_at": policies.expires_at(rec.type, MemoryStatus.ACTIVE, now)}
         new = rec.model_copy(update=update)
-        plan.put(new, self._existing_vector(rec, plan), rec, now, "confirmed")
+        plan.put(new, self._existing_vector(rec, plan, stored), rec, now, "confirmed")
 
     def _add(self, scope: Scope, fact: Fact, vec: Vector, plan: ChangeSet,
              now: datetime) -> None:
