@@ -25,6 +25,7 @@ from memray import __version__
 from memray.config import MemoryConfig
 from memray.core.memory import Memory
 from memray.core.policies import pii_kinds
+from memray.serve_config import default_serve_config
 
 SESSION_1 = [
     [{"role": "user", "content": "Hi! My name is Lin. I live in Shanghai."},
@@ -281,14 +282,6 @@ def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
     if args.command == "doctor":
         return doctor(args)
     return demo(args.data_dir, args.user_id)
-
-
-def default_serve_config() -> str:
-    """serve_configs/local.yaml of a checkout when run from one, else the packaged copy."""
-    here = Path("serve_configs/local.yaml")
-    if here.is_file():
-        return str(here)
-    return str(Path(__file__).with_name("serve") / "configs" / "local.yaml")
 
 
 def serve(config: str) -> int:

@@ -22,13 +22,13 @@ from memray.api.deps import AsyncMem, Key
 from memray.api.errors import ApiError, error_response
 from memray.api.guard import Guard
 from memray.api.jobs import JobQueue
+from memray.api.mcp_routes import mcp_router
 from memray.api.mem0_routes import router as mem0_router
 from memray.api.ui_routes import router as ui_router
 from memray.api.user_routes import router as user_router
 from memray.core.aio import AsyncMemory
 from memray.core.memory import Memory
 from memray.errors import MemrayError
-from memray.mcp.http import mcp_router
 
 
 class ApiLimits(BaseModel):

@@ -93,7 +93,7 @@ def _soak_serve(args: SoakArgs, work: Path, key: str,
     """The same traffic against `memray serve` (local.yaml with this run's key and data
     dir); RSS is the API replica's, the process that owns the store."""
     from memray.bench.serve import local_server
-    from memray.cli import default_serve_config
+    from memray.serve_config import default_serve_config
 
     config = yaml.safe_load(Path(default_serve_config()).read_text(encoding="utf-8"))
     for app in config["applications"]:

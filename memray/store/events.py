@@ -88,6 +88,11 @@ class ChangeLog(Protocol):
 
     shared: bool
 
+    @property
+    def lock_capacity(self) -> int:
+        """How many users' locks one thread may hold at once (a bulk drain holds several);
+        on PostgreSQL each is a pooled connection."""
+
     def open(self) -> None: ...
     def close(self) -> None: ...
 

@@ -71,6 +71,11 @@ class InMemoryEventLog:
 
     shared = False
 
+    @property
+    def lock_capacity(self) -> int:
+        """In-process striped locks: a thread may hold any number."""
+        return 1_000_000
+
     def __init__(self, dim: int) -> None:
         self._dim = dim
         self._lock = threading.Lock()

@@ -125,6 +125,11 @@ class PostgresEventLog:
 
     shared = True  # every process of a deployment writes here: versions are global
 
+    @property
+    def lock_capacity(self) -> int:
+        """Each held user lock keeps a pooled connection; leave one for other calls."""
+        return max(1, self._pool_size - 1)
+
     def __init__(self, dsn: str, *, dim: int, pool_size: int = 8) -> None:
         self._dsn, self._dim, self._pool_size = dsn, dim, pool_size
         self._pool: ConnectionPool[Conn] | None = None

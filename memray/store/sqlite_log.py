@@ -65,6 +65,11 @@ class SQLiteEventLog:
 
     shared = False  # one process's file: other processes never write to it
 
+    @property
+    def lock_capacity(self) -> int:
+        """In-process striped locks: a thread may hold any number."""
+        return 1_000_000
+
     def __init__(self, path: str | Path, *, dim: int) -> None:
         self._path, self._dim = Path(path), dim
         self._db: sqlite3.Connection | None = None

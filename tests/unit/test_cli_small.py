@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from memray.cli import default_serve_config, main
+from memray.cli import main
+from memray.serve_config import default_serve_config
 
 
 def test_a_key_with_no_scope_is_refused(capsys: pytest.CaptureFixture[str]) -> None:

@@ -21,6 +21,7 @@ from memray.ingest.writer import BackfillWriter
 from memray.maintain import writer as maintenance
 from memray.maintain.plan import MaintenanceSettings, plan_user
 from memray.models import utcnow
+from memray.store.base import Where
 from memray.store.fake import InMemoryStore
 from memray.store.fake_log import InMemoryEventLog
 
@@ -95,3 +96,43 @@ def test_a_merge_then_a_backfill_of_the_same_turns_does_not_bring_them_back(
     buffered(again, mem, "p", said, session="export-2", days_ago=120)
     again.flush()
     assert contents(mem, "p") == merged
+
+
+def test_a_langgraph_put_during_a_model_switch_lands_in_the_new_collection(
+        tmp_path: Path) -> None:
+    import threading
+
+    from memray.integrations.langgraph import MemrayStore
+
+    old_emb, new_emb = HashingEmbedder(dim=DIM, model="model-a"), \
+        HashingEmbedder(dim=DIM, model="model-b")
+    old_store = InMemoryStore(model=old_emb.model, dim=DIM)
+    new_store = InMemoryStore(model=new_emb.model, dim=DIM)
+    cfg = MemoryConfig(data_dir=str(tmp_path), store={"outbox_retry_s": 0})
+    m = Memory(cfg, embedder=old_emb, store=old_store, events=InMemoryEventLog(dim=DIM))
+    m.open()
+    new_emb.open()
+    holding, release = threading.Event(), threading.Event()
+
+    def final() -> None:  # the migration's last step: writes are held back meanwhile
+        holding.set()
+        assert release.wait(30), "the test never released the switch"
+
+    switch = threading.Thread(target=m.switch_backend, args=(new_emb, new_store, final))
+    switch.start()
+    try:
+        assert holding.wait(30), "the switch never reached its last step"
+        put = threading.Thread(target=MemrayStore(m).put,
+                               args=(("memories", "lin", "notes"), "k", {"content": "tea"}))
+        put.start()
+        put.join(0.5)
+        assert put.is_alive(), "the put did not wait for the switch"
+    finally:
+        release.set()
+        switch.join(30)
+    put.join(30)
+    assert not put.is_alive(), "the put never finished after the switch"
+    assert old_store.count("lin") == 0
+    [row] = new_store.rows("lin", Where())
+    assert row.record.embedding_model == new_emb.model
+    m.close()

@@ -1,4 +1,5 @@
-"""The MCP server over streamable HTTP, as a router for the REST app (`POST /mcp`).
+"""The MCP server (memray/mcp) over streamable HTTP, as a router of the REST app
+(`POST /mcp`).
 
 Stateless JSON mode: every POST is authenticated on its own with the same keys and the
 same scope rule as REST (`Authorization: Bearer <key>`, `Token <key>` or `X-API-Key`), and
