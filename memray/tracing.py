@@ -39,10 +39,14 @@ from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 from urllib.parse import urlsplit
 
 from memray.models import AddResult, MemoryEvent, MemoryRecord, Page, SearchHit
+
+if TYPE_CHECKING:
+    from memray.config import MemoryConfig
+    from memray.settings import Settings
 
 log = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -139,18 +143,27 @@ def _get_tracer() -> Any:
     return trace.get_tracer(SCOPE, own)
 
 
-def _resolve(memory: Any) -> _Active | None:
+class Traced(Protocol):
+    """What a traced surface (`Memory`, `AsyncMemory`) tells tracing about itself."""
+
+    @property
+    def config(self) -> MemoryConfig: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+
+def _resolve(memory: Traced) -> _Active | None:
     """Tracing settings of a `Memory` (its config, else its env settings); None: off."""
-    cfg = memory.config.tracing
-    settings = getattr(memory, "_settings", None)
-    enabled = cfg.enabled if cfg.enabled is not None else getattr(settings, "tracing", False)
+    cfg, settings = memory.config.tracing, memory.settings
+    enabled = cfg.enabled if cfg.enabled is not None else settings.tracing
     if not enabled:
         return None
     tracer = _get_tracer()
     if tracer is None:
         return None
-    content = cfg.capture_content if cfg.capture_content is not None else getattr(
-        settings, "tracing_content", False)
+    content = cfg.capture_content if cfg.capture_content is not None else \
+        settings.tracing_content
     return _Active(tracer, bool(content))
 
 
@@ -263,20 +276,19 @@ def _event_record(event: MemoryEvent) -> dict[str, Any]:
 # -- children: store and LLM calls -------------------------------------------------------
 def store_call(operation: str) -> Callable[[F], F]:
     """Decorate a `MilvusStore` method: a database CLIENT span, only inside a traced
-    memory call. The store's `_uri` and `_target` (collection) name the server and
-    collection."""
+    memory call. The store's `uri` and `collection` name the server and collection."""
     def wrap(fn: F) -> F:
         @functools.wraps(fn)
         def traced(self: Any, *args: Any, **kwargs: Any) -> Any:
             parent = _current.get()
             if parent is None:
                 return fn(self, *args, **kwargs)
-            collection = getattr(self, "_target", None)
+            collection = self.collection
             attributes: dict[str, Any] = {"db.system.name": "milvus",
                                           "db.operation.name": operation}
             if collection:
                 attributes["db.collection.name"] = collection
-            attributes.update(_server(getattr(self, "_uri", "")))
+            attributes.update(_server(self.uri))
             name = f"{operation} {collection}" if collection else operation
             with Span(parent._active, name, "CLIENT", attributes) as span:
                 result = fn(self, *args, **kwargs)

@@ -24,6 +24,7 @@ from memray.core.profile import Profile
 from memray.core.prompt import prompt_section
 from memray.embed.base import AsyncEmbedder, Embedder, Matrix
 from memray.models import AddResult, MemoryEvent, MemoryRecord, Page, SearchHit
+from memray.settings import Settings
 
 
 async def aembed(embedder: Embedder, texts: Sequence[str]) -> Matrix:
@@ -39,11 +40,14 @@ class AsyncMemory:
 
     def __init__(self, memory: Memory) -> None:
         self.memory = memory
-        self._settings = memory._settings  # read by tracing
 
     @property
     def config(self) -> MemoryConfig:
         return self.memory.config
+
+    @property
+    def settings(self) -> Settings:
+        return self.memory.settings
 
     # -- lifecycle ---------------------------------------------------------------------
     async def open(self) -> AsyncMemory:

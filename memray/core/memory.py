@@ -29,7 +29,7 @@ from memray.core.recall import Recall
 from memray.core.resolve import Scope
 from memray.embed.base import Embedder
 from memray.models import AddResult, MemoryEvent, MemoryRecord, Page, SearchHit, utcnow
-from memray.settings import load_settings
+from memray.settings import Settings, load_settings
 from memray.store.base import VectorStore, Where
 from memray.store.events import EventLog, TurnLog
 
@@ -56,6 +56,11 @@ class Memory:
     def from_config(cls, source: MemoryConfig | dict[str, Any] | str | Path) -> Memory:
         """From a config, a dict or a YAML file path."""
         return cls(MemoryConfig.load(source))
+
+    @property
+    def settings(self) -> Settings:
+        """The MEMRAY_* environment settings read when this `Memory` was made."""
+        return self._settings
 
     @property
     def config(self) -> MemoryConfig:

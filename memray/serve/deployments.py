@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -15,7 +15,7 @@ from memray.api.app import build_api
 from memray.config import EmbedderConfig, MemoryConfig
 from memray.core.factory import build_embedder
 from memray.core.memory import Memory
-from memray.embed.base import Matrix
+from memray.embed.base import Embedder, Matrix
 from memray.errors import EmbedderUnavailableError
 from memray.serve.args import EmbedderArgs, ServeArgs
 
@@ -105,23 +105,40 @@ class RemoteEmbedder:
                                         f"{type(exc).__name__}: {exc}")
 
 
+MemoryFactory = Callable[[MemoryConfig, Embedder | None], Memory]
+
+
+def open_memory(cfg: MemoryConfig, embedder: Embedder | None) -> Memory:
+    """The replica's `Memory`, opened (the default `memory_factory`)."""
+    return Memory(cfg, embedder=embedder).open()
+
+
+def replica_memory(args: ServeArgs, embedder: DeploymentHandle[Any] | None,
+                   memory_factory: MemoryFactory = open_memory) -> Memory:
+    """The API replica's `Memory`: embedding in this process (placement "replica", one
+    thread per CPU the replica holds) or through the embedding deployment's handle."""
+    cfg = args.memory
+    if embedder is None:
+        threads = cfg.embedder.threads or held_cpus()
+        cfg = cfg.model_copy(update={"embedder": cfg.embedder.model_copy(
+            update={"threads": threads})})
+        return memory_factory(cfg, None)
+    remote = RemoteEmbedder(embedder, model=cfg.embedder.model, dim=args.dim,
+                            timeout_s=args.embedder.request_timeout_s)
+    return memory_factory(cfg, remote)
+
+
 @serve.deployment(name="memray-api")
 @serve.ingress()
 class ApiIngress:
-    """Owns the `Memory` (and so, in local mode, the milvus-lite dir: one replica only)."""
+    """Owns the `Memory` (and so, in local mode, the milvus-lite dir: one replica only).
+    `memory_factory` builds it (as Ray Serve LLM's `LLMServer` takes `engine_cls`), so a
+    test binds another without patching imports."""
 
-    def __init__(self, args: dict[str, Any], embedder: DeploymentHandle[Any] | None) -> None:
+    def __init__(self, args: dict[str, Any], embedder: DeploymentHandle[Any] | None,
+                 memory_factory: MemoryFactory = open_memory) -> None:
         self._args = ServeArgs.model_validate(args)
-        cfg = self._args.memory
-        if embedder is None:  # placement "replica": this process embeds, one thread per CPU
-            threads = cfg.embedder.threads or held_cpus()
-            cfg = cfg.model_copy(update={"embedder": cfg.embedder.model_copy(
-                update={"threads": threads})})
-            self._memory = Memory(cfg).open()
-            return
-        remote = RemoteEmbedder(embedder, model=cfg.embedder.model, dim=self._args.dim,
-                                timeout_s=self._args.embedder.request_timeout_s)
-        self._memory = Memory(cfg, embedder=remote).open()
+        self._memory = replica_memory(self._args, embedder, memory_factory)
 
     def __serve_build_asgi_app__(self) -> Any:
         return build_api(self._memory, self._args.keyring(), limits=self._args.limits)

@@ -165,7 +165,13 @@ class MilvusStore:
 
     @property
     def collection(self) -> str:
+        """The collection this store reads and writes (its model's, never the alias)."""
         return self._collection
+
+    @property
+    def uri(self) -> str:
+        """The Milvus server URI, or the milvus-lite file path."""
+        return self._uri
 
     # -- lifecycle ---------------------------------------------------------------
     def open(self) -> None:

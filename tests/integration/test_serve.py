@@ -158,3 +158,32 @@ def test_mcp_over_streamable_http_through_serve(base_url: str) -> None:
             assert "forbidden" in text
 
     anyio.run(run)
+
+
+
+def test_the_api_replica_takes_its_memory_from_an_injected_factory(tmp_path: Path) -> None:
+    """The ingress builds its Memory through `memory_factory` (replica_memory is its
+    __init__'s whole work): a test hands one on the fakes, without patching imports."""
+    from memray import Memory
+    from memray.config import MemoryConfig
+    from memray.embed.hashing import HashingEmbedder
+    from memray.serve.args import ServeArgs
+    from memray.serve.deployments import replica_memory
+    from memray.store.fake import InMemoryStore
+    from memray.store.fake_log import InMemoryEventLog
+
+    made: list[tuple[MemoryConfig, object]] = []
+
+    def factory(cfg: MemoryConfig, embedder: object) -> Memory:
+        made.append((cfg, embedder))
+        emb = HashingEmbedder(dim=32)
+        return Memory(cfg, embedder=emb, store=InMemoryStore(model=emb.model, dim=32),
+                      events=InMemoryEventLog(dim=32))
+
+    args = ServeArgs.model_validate({"memory": {"data_dir": str(tmp_path),
+                                                "embedder": {"threads": 2}}, "dim": 32})
+    with replica_memory(args, None, factory) as m:
+        assert m.add("I like tea", user_id="u", infer=False).events[0].op == "ADD"
+    [(cfg, embedder)] = made
+    assert embedder is None and cfg.data_dir == str(tmp_path)  # placement "replica"
+    assert cfg.embedder.threads == 2
