@@ -54,7 +54,7 @@ def demo(data_dir: str, user_id: str) -> int:
     print(f"memray {__version__} demo: embedded milvus-lite + all-MiniLM-L6-v2 in {data_dir}/")
     t0 = time.perf_counter()
     with Memory(cfg) as m:
-        removed = m.delete_all(user_id=user_id)
+        removed = m.delete_all(user_id=user_id).deleted
         if removed:
             print(f"(reset: removed {removed} memories left by an earlier demo run)")
         print(f"\n== session 1 (opened in {time.perf_counter() - t0:.1f}s): "

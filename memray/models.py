@@ -31,6 +31,7 @@ class MemoryStatus(StrEnum):
     CANDIDATE = "candidate"
     SUPERSEDED = "superseded"
     EXPIRED = "expired"
+    MERGED = "merged"  # kept inside a summary: never recalled, still reached by deletes
 
 
 class MemorySource(StrEnum):
@@ -133,6 +134,8 @@ class MemoryEvent(BaseModel):
     version: int | None = Field(None, description="On a write's result: the user's memory "
                                 "version after the write (pass it as `min_version` to read "
                                 "your write on any replica). None in the history.")
+    receipt: DeletionReceipt | None = Field(None, description="On a delete's result: what "
+                                            "was removed from each store, verified.")
 
 
 class SearchHit(BaseModel):
@@ -164,7 +167,72 @@ class AddResult(BaseModel):
                                "for the round to complete).")
     version: int = Field(0, description="The user's memory version after this add (pass it "
                          "as `min_version` to read your write on any replica).")
+    receipt: DeletionReceipt | None = Field(None, description="When the add deleted memories "
+                                            "(a forget, a correction by the extractor): the "
+                                            "deletion receipt.")
 
     @property
     def memories(self) -> list[MemoryRecord]:
         return [e.memory for e in self.events if e.memory is not None and e.op != "DELETE"]
+
+
+class StoreCheck(BaseModel):
+    """One store's part of a deletion: what held the deleted memories before, and what a
+    re-read after the deletion still found (0 when verified)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    removed: int = Field(ge=0, description="Items (rows, events, turns, entries) found "
+                         "holding the deleted memories before the deletion.")
+    remaining: int = Field(ge=0, description="Items a re-read after the deletion found.")
+
+
+class DerivedChange(BaseModel):
+    """A memory derived from a deleted one (a merge summary) and what became of it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    memory_id: str
+    action: Literal["deleted", "rebuilt"]
+    rebuilt_as: str | None = Field(None, description="The new summary's id, when rebuilt "
+                                   "from the members that remain.")
+
+
+class DeletionReceipt(BaseModel):
+    """Proof of one deletion, without content: the memory ids removed, what was derived
+    from them, per store the count removed and what a re-read found afterwards. `digest`
+    (SHA-256 of the rest) lets the user hold the receipt and check the audit log's copy."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    user_id: str
+    kind: Literal["delete", "delete_all", "forget"]
+    at: datetime
+    memory_ids: list[str] = Field(default_factory=list)
+    derived: list[DerivedChange] = Field(default_factory=list)
+    stores: dict[str, StoreCheck] = Field(default_factory=dict)
+    verified: bool = Field(description="Every store re-read after the deletion holds none "
+                           "of it (every `remaining` is 0).")
+    error: str | None = Field(None, description="Why a store could not be re-read (the "
+                              "deletion is committed and will be applied; not verified).")
+    digest: str = ""
+
+    @property
+    def deleted(self) -> int:
+        """How many memories the deletion removed (derived summaries not counted)."""
+        return len(self.memory_ids)
+
+    def sealed(self) -> DeletionReceipt:
+        """This receipt with its digest computed."""
+        return self.model_copy(update={"digest": receipt_digest(self)})
+
+
+def receipt_digest(receipt: DeletionReceipt) -> str:
+    """SHA-256 over the receipt's canonical JSON, its own digest left out."""
+    body = receipt.model_dump_json(exclude={"digest"})
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+MemoryEvent.model_rebuild()
+AddResult.model_rebuild()

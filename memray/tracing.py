@@ -42,7 +42,14 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 from urllib.parse import urlsplit
 
-from memray.models import AddResult, MemoryEvent, MemoryRecord, Page, SearchHit
+from memray.models import (
+    AddResult,
+    DeletionReceipt,
+    MemoryEvent,
+    MemoryRecord,
+    Page,
+    SearchHit,
+)
 
 if TYPE_CHECKING:
     from memray.config import MemoryConfig
@@ -249,6 +256,9 @@ def _describe(span: Span, result: Any) -> None:
     elif isinstance(result, MemoryRecord) or result is None:
         span.set("gen_ai.memory.record.count", 0 if result is None else 1)
         records = [] if result is None else [_record(result)]
+    elif isinstance(result, DeletionReceipt):
+        span.set("gen_ai.memory.record.count", result.deleted)
+        span.set("memray.deletion.verified", result.verified)
     elif isinstance(result, int) and not isinstance(result, bool):
         span.set("gen_ai.memory.record.count", result)
     elif isinstance(result, list) and all(isinstance(h, SearchHit) for h in result):

@@ -244,8 +244,16 @@ async def delete(memory_id: s.MemoryIdPath, user_id: s.UserIdQuery, key: Key,
 @router.delete("/v1/users/{user_id}/memories", response_model=s.DeleteAllResponse)
 async def delete_all(user_id: s.UserIdPath, key: Key, memory: AsyncMem) -> Any:
     require_scope(key, user_id)
-    deleted = await memory.delete_all(user_id=user_id)
-    return {"deleted": deleted, "version": await memory.version(user_id=user_id)}
+    receipt = await memory.delete_all(user_id=user_id)
+    return {"deleted": receipt.deleted, "version": await memory.version(user_id=user_id),
+            "receipt": receipt}
+
+
+@router.get("/v1/users/{user_id}/deletions", response_model=list[s.DeletionReceipt])
+async def deletions(user_id: s.UserIdPath, key: Key, memory: AsyncMem) -> Any:
+    """The user's deletion receipts (ids and counts per store, no content), oldest first."""
+    require_scope(key, user_id)
+    return await memory.deletions(user_id=user_id)
 
 
 @router.get("/v1/users/{user_id}/export")

@@ -222,6 +222,15 @@ class Mem0Done(BaseModel):
     message: str
 
 
+class Mem0Deleted(Mem0Done):
+    receipt: s.DeletionReceipt | None = Field(None, description="memray's deletion receipt.")
+
+
+class Mem0DeletedAll(Mem0Done):
+    receipts: list[s.DeletionReceipt] = Field(default_factory=list,
+                                              description="memray's deletion receipts.")
+
+
 class Mem0History(BaseModel):
     id: str
     memory_id: str = Field(description="`<user_id>:<uuid>`.")
@@ -341,7 +350,7 @@ async def update(memory_id: MemoryId, body: Mem0UpdateBody, key: Key, mem0: Mem0
     return item
 
 
-@router.delete("/v1/memories/{memory_id}/", responses=_ok(Mem0Done, 404))
+@router.delete("/v1/memories/{memory_id}/", responses=_ok(Mem0Deleted, 404))
 async def delete(memory_id: MemoryId, key: Key, mem0: Mem0,
                  delete_linked: Annotated[bool, Query(description="Accepted and ignored.")]
                  = False) -> Any:
@@ -349,7 +358,7 @@ async def delete(memory_id: MemoryId, key: Key, mem0: Mem0,
     return await run_in_threadpool(lambda: mem0.delete(mid, user_id=user_id))
 
 
-@router.delete("/v1/memories/", responses=_ok(Mem0Done))
+@router.delete("/v1/memories/", responses=_ok(Mem0DeletedAll))
 async def delete_all(key: Key, mem0: Mem0, user_id: s.UserIdQuery,
                      agent_id: ScopeQuery = None, run_id: ScopeQuery = None) -> Any:
     require_scope(key, user_id)

@@ -11,9 +11,9 @@ from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Fiel
 from starlette.convertors import Convertor, register_url_convertor
 
 from memray.core.validate import MAX_SCOPE_BYTES
-from memray.models import MemoryEvent, MemoryRecord, MemoryType, SearchHit
+from memray.models import DeletionReceipt, MemoryEvent, MemoryRecord, MemoryType, SearchHit
 
-__all__ = ["MemoryEvent", "MemoryRecord", "SearchHit"]
+__all__ = ["DeletionReceipt", "MemoryEvent", "MemoryRecord", "SearchHit"]
 
 _STRICT = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -258,3 +258,5 @@ class ListResponse(BaseModel):
 class DeleteAllResponse(BaseModel):
     deleted: int
     version: int = Field(description="The user's memory version after the deletion.")
+    receipt: DeletionReceipt = Field(description="What was removed from each store, "
+                                     "verified by re-reading it.")

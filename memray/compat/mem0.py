@@ -23,16 +23,18 @@ The response builders here are shared with the REST routes (`memray.api.mem0_rou
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from memray.config import MemoryConfig
 from memray.core.ids import is_memory_id
 from memray.core.memory import Memory as CoreMemory
 from memray.errors import InvalidInputError, MemoryNotFoundError
-from memray.models import MemoryEvent, MemoryRecord, MemoryStatus, SearchHit
+from memray.models import DeletionReceipt, MemoryEvent, MemoryRecord, MemoryStatus, SearchHit
+
+T = TypeVar("T")
 
 __all__ = ["Mem0NotFoundError", "Memory", "public_id", "split_id"]
 
@@ -281,20 +283,23 @@ class Memory:
     def delete(self, memory_id: str, *, user_id: str | None = None) -> dict[str, Any]:
         """Delete one memory and its history. `{"message": "Memory deleted successfully!"}`."""
         uid, mid = split_id(memory_id, user_id)
-        self._not_found_as_mem0(lambda: self._memory.delete(mid, user_id=uid))
-        return {"message": "Memory deleted successfully!"}
+        event = self._not_found_as_mem0(lambda: self._memory.delete(mid, user_id=uid))
+        return {"message": "Memory deleted successfully!",
+                "receipt": event.receipt.model_dump(mode="json") if event.receipt else None}
 
     def delete_all(self, user_id: str | None = None, agent_id: str | None = None,
                    run_id: str | None = None) -> dict[str, Any]:
         """Delete the user's memories (only those of `agent_id` / `run_id` when given)."""
         uid, where = scope_of(None, user_id, agent_id, run_id)
+        receipts: list[DeletionReceipt | None] = []
         if not where:
-            self._memory.delete_all(user_id=uid)
+            receipts.append(self._memory.delete_all(user_id=uid))
         else:
             for record in self.active(user_id=uid, filters={
                     ("run_id" if k == "session_id" else k): v for k, v in where.items()}):
-                self._memory.delete(record.id, user_id=uid)
-        return {"message": "Memories deleted successfully!"}
+                receipts.append(self._memory.delete(record.id, user_id=uid).receipt)
+        return {"message": "Memories deleted successfully!",
+                "receipts": [r.model_dump(mode="json") for r in receipts if r is not None]}
 
     def history(self, memory_id: str, *, user_id: str | None = None) -> list[dict[str, Any]]:
         """Every change of the memory, oldest first; [] once it was deleted (memray purges
@@ -304,8 +309,8 @@ class Memory:
                 for i, e in enumerate(self._memory.history(mid, user_id=uid))]
 
     @staticmethod
-    def _not_found_as_mem0(run: Any) -> None:
+    def _not_found_as_mem0(run: Callable[[], T]) -> T:
         try:
-            run()
+            return run()
         except MemoryNotFoundError as exc:
             raise Mem0NotFoundError(str(exc)) from exc

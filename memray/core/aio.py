@@ -23,7 +23,14 @@ from memray.core.memory import Memory
 from memray.core.profile import Profile
 from memray.core.prompt import prompt_section
 from memray.embed.base import AsyncEmbedder, Embedder, Matrix
-from memray.models import AddResult, MemoryEvent, MemoryRecord, Page, SearchHit
+from memray.models import (
+    AddResult,
+    DeletionReceipt,
+    MemoryEvent,
+    MemoryRecord,
+    Page,
+    SearchHit,
+)
 from memray.settings import Settings
 
 
@@ -94,7 +101,7 @@ class AsyncMemory:
         """`Memory.delete`, awaited."""
         return await asyncio.to_thread(self.memory.delete, memory_id, user_id=user_id)
 
-    async def delete_all(self, *, user_id: str) -> int:
+    async def delete_all(self, *, user_id: str) -> DeletionReceipt:
         """`Memory.delete_all`, awaited."""
         return await asyncio.to_thread(self.memory.delete_all, user_id=user_id)
 
@@ -137,6 +144,10 @@ class AsyncMemory:
     async def history(self, memory_id: str, *, user_id: str) -> list[MemoryEvent]:
         """`Memory.history`, awaited."""
         return await asyncio.to_thread(self.memory.history, memory_id, user_id=user_id)
+
+    async def deletions(self, *, user_id: str) -> list[DeletionReceipt]:
+        """`Memory.deletions`, awaited."""
+        return await asyncio.to_thread(self.memory.deletions, user_id=user_id)
 
     async def export(self, *, user_id: str) -> list[dict[str, Any]]:
         """`Memory.export`, read whole in a worker thread."""

@@ -17,12 +17,14 @@ from typing import NamedTuple, TypeVar
 
 from memray.config import MemoryConfig
 from memray.core.committer import Committer
+from memray.core.deletions import Deletions
 from memray.core.doctor import Doctor
 from memray.core.engine import Engine
 from memray.core.factory import build_embedder, build_event_log, build_store, build_write_path
 from memray.core.follow import LIVE_EMBEDDER, LiveEmbedder, Throttle
 from memray.core.gate import WriteGate
 from memray.core.hotset import HotSet
+from memray.core.profile import Profiles
 from memray.core.session import SessionMemory
 from memray.core.versions import OutboxDrainer, SeenVersions
 from memray.core.writepath import WritePath
@@ -197,8 +199,12 @@ class Backend:
         writer = build_write_path(self.config, store=store, events=events,
                                   committer=committer, embedder=embedder,
                                   sessions=self.sessions)
+        committer.deletions = Deletions(store, events, embedder, hot, self._refresh_profile)
         self._embedder = embedder
         self._open = _Open(events, committer, writer, Live(embedder, store, hot))
+
+    def _refresh_profile(self, user_id: str) -> None:
+        Profiles(self.engine()).refresh(user_id)
 
     # -- writes and models -----------------------------------------------------------------
     def write(self, run: Callable[[], T], retry: Callable[[], T] | None = None) -> T:

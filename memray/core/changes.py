@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Literal
 
-from memray.models import MemoryEvent, MemoryRecord
+from memray.models import DeletionReceipt, DerivedChange, MemoryEvent, MemoryRecord
 from memray.store.base import StoredMemory, Vector
 from memray.store.events import StoreOp, Tombstone
 from memray.store.rows import to_ms
@@ -26,6 +27,9 @@ class ChangeSet:
     `clear_turns`: logged turns (outbox seqs of the turn log) this write processed;
     `marks`: (job, key) checkpoints of a batch job, committed with the write;
     `delete_user`: every row and every logged turn of the user goes.
+    `kind`: what a deletion in this change set is called on its receipt; `derived`: the
+    merge summaries the cascade deleted or rebuilt; `receipt`: set by the committer when
+    the change set deleted something.
     """
 
     user_id: str
@@ -36,6 +40,9 @@ class ChangeSet:
     clear_turns: list[int] = field(default_factory=list)
     marks: list[tuple[str, str]] = field(default_factory=list)
     delete_user: bool = False
+    kind: Literal["delete", "forget"] = "delete"
+    derived: list[DerivedChange] = field(default_factory=list)
+    receipt: DeletionReceipt | None = None
 
     # -- building ----------------------------------------------------------------------
     def put(self, new: MemoryRecord, vector: Vector, previous: MemoryRecord | None,

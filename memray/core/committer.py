@@ -18,12 +18,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
-from typing import Protocol
+from typing import Any, Protocol
 
 from memray.core.changes import ChangeSet
 from memray.core.gate import WriteGate
 from memray.core.versions import SeenVersions
 from memray.errors import StoreError
+from memray.models import DeletionReceipt
 from memray.store.base import VectorStore
 from memray.store.events import EventLog, Pending, StoreOp
 
@@ -45,6 +46,17 @@ class ChangeHook(Protocol):
         """`ops` took the user's rows from memory version `before` to `after`."""
 
 
+class DeletionHook(Protocol):
+    """Runs around a commit that deletes (core/deletions.py): the cascade, then the
+    receipt from what each store held before and holds after."""
+
+    def expand(self, changes: ChangeSet) -> None: ...
+
+    def before(self, changes: ChangeSet) -> Any: ...
+
+    def settle(self, changes: ChangeSet, seen: Any) -> DeletionReceipt: ...
+
+
 class Committer:
     """Commits change sets and applies them to the store under each user's lock
     (`EventLog.user_lock`: across processes when the log is shared), inside the write
@@ -59,6 +71,8 @@ class Committer:
         self._store, self._events = store, events
         self._gate = gate or WriteGate()
         self._on_change, self._check, self._seen = on_change, check, seen
+        # Set once the backend is built (it needs an engine over this committer).
+        self.deletions: DeletionHook | None = None
 
     @property
     def store(self) -> VectorStore:
@@ -92,6 +106,11 @@ class Committer:
         with self._locked(uid):
             if self._check is not None:
                 self._check()
+            hook = self.deletions if apply and (changes.deletes or changes.delete_user) \
+                else None
+            if hook is not None:
+                hook.expand(changes)
+                seen = hook.before(changes)
             before = self._events.version(uid)
             ops = changes.store_ops()
             events = changes.logged_events()
@@ -110,6 +129,8 @@ class Committer:
             if applied and after != before and self._on_change is not None:
                 # Applied in full: a cache at `before` may move to `after` with these ops.
                 self._on_change.applied(uid, ops, before, after)
+            if hook is not None:
+                changes.receipt = hook.settle(changes, seen)
             return after
 
     def notify(self, user_id: str) -> None:

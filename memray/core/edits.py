@@ -21,6 +21,7 @@ from memray.core.resolve import Scope
 from memray.errors import MemoryNotFoundError
 from memray.models import (
     AddResult,
+    DeletionReceipt,
     MemoryEvent,
     MemoryRecord,
     MemoryStatus,
@@ -116,19 +117,20 @@ class Edits:
             changes = ChangeSet(uid)
             changes.delete(self._require(uid, mid), utcnow())
             version = committer.commit(changes)
-        return changes.events[0].model_copy(update={"version": version})
+        return changes.events[0].model_copy(update={"version": version,
+                                                    "receipt": changes.receipt})
 
-    def delete_all(self, uid: str) -> int:
-        """Delete every memory, logged turn and history event of the user; returns how
-        many memories there were."""
+    def delete_all(self, uid: str) -> DeletionReceipt:
+        """Delete every memory, logged turn, queued add and history event of the user;
+        the receipt names the memories there were."""
         committer = self._backend.committer
         with committer.locked(uid):
-            count = self._backend.live.store.count(uid)
             changes = ChangeSet(uid)
             changes.forget_user(utcnow())
             committer.commit(changes)
         self._backend.sessions.drop_user(uid)
-        return count
+        assert changes.receipt is not None  # a committed delete_user always has one
+        return changes.receipt
 
     def write_changes(self, uid: str, build: Callable[[Engine], ChangeSet | None]) -> int | None:
         """Commit what `build` returns, built under the user's lock with the live engine."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -143,6 +143,17 @@ class HotSet:
                 del self._entries[user_id]
                 return
             self._entries[user_id] = entry.patched(ops, after)
+
+    def holding(self, user_id: str, ids: Collection[str] | None = None) -> int:
+        """How many of the user's rows this hot set holds (of `ids`; None: all of them):
+        what a deletion receipt checks."""
+        with self._lock:
+            entry = self._entries.get(user_id)
+            if entry is None:
+                return 0
+            if ids is None:
+                return len(entry.records)
+            return sum(1 for r in entry.records if r.id in ids)
 
     def search(self, user_id: str, version: int, vector: Vector, limit: int, where: Where,
                load: Callable[[], list[StoredMemory] | None]) -> Hits | None:

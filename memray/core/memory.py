@@ -28,7 +28,15 @@ from memray.core.prompt import prompt_section
 from memray.core.recall import Recall
 from memray.core.resolve import Scope
 from memray.embed.base import Embedder
-from memray.models import AddResult, MemoryEvent, MemoryRecord, Page, SearchHit, utcnow
+from memray.models import (
+    AddResult,
+    DeletionReceipt,
+    MemoryEvent,
+    MemoryRecord,
+    Page,
+    SearchHit,
+    utcnow,
+)
 from memray.settings import Settings, load_settings
 from memray.store.base import VectorStore, Where
 from memray.store.events import EventLog, TurnLog
@@ -204,8 +212,9 @@ class Memory:
         return self._backend.write(lambda: self._edits.delete(uid, mid))
 
     @tracing.memory_operation("delete_memory")
-    def delete_all(self, *, user_id: str) -> int:
-        """Delete every memory of the user and purge the user's history; returns the count."""
+    def delete_all(self, *, user_id: str) -> DeletionReceipt:
+        """Delete every memory of the user and purge the user's history, logged turns and
+        queued adds; returns the receipt (`.deleted`: how many memories there were)."""
         uid = validate.user_id(user_id)
         return self._backend.write(lambda: self._edits.delete_all(uid))
 
@@ -278,6 +287,13 @@ class Memory:
         """Every recorded change of the memory, oldest first; [] once it is deleted."""
         uid, mid = validate.user_id(user_id), validate.memory_id(memory_id)
         return self._backend.events.history(uid, mid)
+
+    def deletions(self, *, user_id: str) -> list[DeletionReceipt]:
+        """The user's deletion receipts (ids and counts, no content), oldest first; kept
+        after the user's `delete_all`, for the user or an auditor to check."""
+        uid = validate.user_id(user_id)
+        return [DeletionReceipt.model_validate_json(b)
+                for b in self._backend.events.receipts(uid)]
 
     def export(self, *, user_id: str) -> Iterator[dict[str, Any]]:
         """Everything held about the user as JSON-ready dicts: a header, each memory

@@ -18,6 +18,7 @@ from memray.config import WriteConfig
 from memray.core import lexical, policies
 from memray.core.changes import ChangeSet
 from memray.core.records import new_record
+from memray.core.summary import MERGED_FROM
 from memray.embed.base import Embedder
 from memray.extract.base import Extraction, Fact, Forget, Judge, is_single_valued
 from memray.extract.rules import classify
@@ -136,12 +137,15 @@ class Resolver:
         plan.tombstones.extend(Tombstone("slot", s, at) for s in forget.slots)
         known = {r.id: r for r in self._store.query(uid, Where())}
         known |= {rid: row.record for rid, row in plan.upserts.items()}  # planned, not stored
-        for record in known.values():
-            if record.id in plan.deletes or not self._forgotten(record, forget):
-                continue
-            if record.created_at > now:  # a forget in an old log spares what came later
-                continue
-            plan.delete(record, now, "forget command")
+        hit = {r.id: r for r in known.values() if r.id not in plan.deletes
+               and self._forgotten(r, forget)
+               and r.created_at <= now}  # a forget in an old log spares what came later
+        for record in hit.values():
+            # A summary whose members are forgotten is rebuilt from the rest (the cascade
+            # of core/deletions.py); it goes whole only when the forget names it alone.
+            members = record.metadata.get(MERGED_FROM) or []
+            if not any(m in hit for m in members):
+                plan.delete(record, now, "forget command")
 
     @staticmethod
     def _forgotten(record: MemoryRecord, forget: Forget) -> bool:

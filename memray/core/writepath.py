@@ -98,8 +98,9 @@ class WritePath:
         now = utcnow()
         changes = self._resolver.plan(scope, extraction, now)
         changes.clear_turns = [seq for seq, *_ in pending]
+        changes.kind = "forget"
         version = self._committer.commit(changes)
-        return AddResult(events=changes.events, version=version)
+        return AddResult(events=changes.events, version=version, receipt=changes.receipt)
 
     def _existing(self, user_id: str, turns: list[Turn]) -> list[MemoryRecord]:
         """The user's memories nearest to what they said, for extractors that read them."""

@@ -9,7 +9,8 @@ merges), and a plan is committed in one event-log transaction.
    `base` kept in metadata["base_importance"] (so decaying twice in a night is a no-op);
 4. merge: active memories under `merge_below` importance are clustered by cosine
    (agglomerative, average linkage); each cluster of two or more becomes one summary
-   memory with metadata["merged_from"], and the originals are deleted.
+   memory with metadata["merged_from"]; the originals are kept as `merged` (see
+   maintain/writer.py). A summary is not merged again.
 
 A memory whose metadata has `PINNED` true (an item an application keeps by key, such as
 the LangGraph store's) is expired when its `expires_at` passes, never decayed or merged:
@@ -26,6 +27,7 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from memray.core.ids import stable_id
+from memray.core.summary import MERGED_FROM, SUMMARY_CHARS, rule_summary
 from memray.models import MemoryRecord, MemorySource, MemoryStatus, MemoryType, content_hash
 from memray.store.base import StoredMemory
 from memray.store.rows import to_ms
@@ -47,7 +49,7 @@ class MaintenanceSettings:
     candidate_days: int = 30
     merge_below: float = 0.3
     merge_similarity: float = 0.75
-    merge_max_chars: int = 400
+    merge_max_chars: int = SUMMARY_CHARS
 
 
 @dataclass
@@ -68,22 +70,6 @@ class UserPlan:
         return not (self.updates or self.merges)
 
 
-def rule_summary(statements: Sequence[str], max_chars: int) -> str:
-    """The distinct statements joined with '; ', whole statements only, within max_chars."""
-    out: list[str] = []
-    seen: set[str] = set()
-    for s in statements:
-        text = s.strip().rstrip(".;。；")
-        key = content_hash(text)
-        if not text or key in seen:
-            continue
-        if out and len("; ".join([*out, text])) > max_chars:
-            break
-        seen.add(key)
-        out.append(text)
-    return "; ".join(out)[:max_chars]
-
-
 def plan_user(user_id: str, rows: Sequence[StoredMemory], now: datetime,
               settings: MaintenanceSettings, summarize: Summarizer = rule_summary) -> UserPlan:
     plan = UserPlan(user_id)
@@ -93,7 +79,8 @@ def plan_user(user_id: str, rows: Sequence[StoredMemory], now: datetime,
         current[rec.id] = StoredMemory(rec, row.vector)
     low = [r for r in current.values() if r.record.status == MemoryStatus.ACTIVE
            and r.record.importance < settings.merge_below
-           and r.record.metadata.get(PINNED) is not True]
+           and r.record.metadata.get(PINNED) is not True
+           and MERGED_FROM not in r.record.metadata]  # a summary is never merged again
     for cluster in _clusters(low, settings.merge_similarity):
         originals = sorted((r.record for r in cluster), key=lambda r: r.id)
         merged = _merged(user_id, originals, now, settings, summarize)
@@ -165,7 +152,7 @@ def _merged(user_id: str, originals: list[MemoryRecord], now: datetime, s: Maint
         last_confirmed_at=max(r.last_confirmed_at for r in ordered), consent=2,
         embedding_model=first.embedding_model, content_hash=content_hash(content),
         # The base keeps decay continuous: the summary decays like its strongest original.
-        metadata={"merged_from": sorted(r.id for r in ordered),
+        metadata={MERGED_FROM: sorted(r.id for r in ordered),
                   "base_importance": max(float(r.metadata.get("base_importance",
                                                               r.importance))
                                          for r in ordered)})

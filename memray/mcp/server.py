@@ -64,7 +64,8 @@ def _event_view(event: MemoryEvent) -> dict[str, Any]:
             "content": record.content if record is not None else None,
             "previous_content": event.previous.content
             if event.op == "UPDATE" and event.previous is not None else None,
-            "at": event.at.isoformat(), "version": event.version}
+            "at": event.at.isoformat(), "version": event.version,
+            **({"receipt": event.receipt.model_dump(mode="json")} if event.receipt else {})}
 
 
 def _hit_view(hit: SearchHit) -> dict[str, Any]:
@@ -186,9 +187,12 @@ class MemoryTools:
         if not confirm:
             raise ToolError("invalid_input: set confirm=true only when the user explicitly "
                             "asked to forget everything")
-        return await self._run(ctx, user_id, lambda: {
-            "deleted": self._memory.delete_all(user_id=user_id),
-            "version": self._memory.version(user_id=user_id)})
+        def run() -> dict[str, Any]:
+            receipt = self._memory.delete_all(user_id=user_id)
+            return {"deleted": receipt.deleted, "version": self._memory.version(user_id=user_id),
+                    "receipt": receipt.model_dump(mode="json")}
+
+        return await self._run(ctx, user_id, run)
 
     async def memory_history(self, user_id: UserId, memory_id: MemoryId,
                              ctx: Context) -> dict[str, Any]:

@@ -147,6 +147,10 @@ class TurnLog(Protocol):
     def pending_turns(self, user_id: str, session: str) -> list[tuple[int, str, str, str]]:
         """(seq, turn_id, role, content) of the session's unprocessed turns, oldest first."""
 
+    def user_turns(self, user_id: str) -> list[tuple[int, str, str]]:
+        """(seq, turn_id, content) of the user's unprocessed turns in every session: what
+        a deletion must reach so that no logged turn brings a deleted memory back."""
+
     def enqueue_add(self, job_id: str, user_id: str, idem: str | None, request: str) -> AddJob:
         """Durably queue an async add; with a known (user_id, idem), the first job instead."""
 
@@ -174,10 +178,19 @@ class JobState(Protocol):
     def set_meta(self, key: str, value: str) -> None:
         """Small durable settings of the jobs (e.g. the model a migration came from)."""
 
+    def record_receipt(self, user_id: str, receipt_id: str, at_ms: int, body: str) -> None:
+        """Keep a deletion receipt (ids and counts, never content) in the audit log; it
+        outlives the user's deletion."""
+
+    def receipts(self, user_id: str) -> list[str]:
+        """The user's deletion receipts (JSON), oldest first."""
+
 
 class EventLog(ChangeLog, TurnLog, JobState, Protocol):
     """The shared log: one backend holds all three seams, so that a commit can change
-    history, turns, tombstones and marks in one transaction."""
+    history, turns, tombstones and marks in one transaction. A commit that purges a user
+    also drops the user's logged turns and async add jobs (requests and results hold
+    what the user said)."""
 
 
 class UserLocks:

@@ -89,6 +89,7 @@ class InMemoryEventLog:
         self._marks: set[tuple[str, str]] = set()
         self._meta: dict[str, str] = {}
         self._jobs: dict[str, _Job] = {}
+        self._receipts: list[tuple[str, str, int, str]] = []
 
     def open(self) -> None:
         """Nothing to open."""
@@ -137,6 +138,8 @@ class InMemoryEventLog:
         if user or turns:
             self._turns = [t for t in self._turns
                            if t.user_id != user_id or (not user and t.seq not in turns)]
+        if user:
+            self._jobs = {k: j for k, j in self._jobs.items() if j.job.user_id != user_id}
 
     def pending(self, user_id: str | None = None) -> list[Pending]:
         """Queued ops (of one user or all), oldest first."""
@@ -202,6 +205,10 @@ class InMemoryEventLog:
         with self._lock:
             return [(t.seq, t.turn_id, t.role, t.content) for t in self._turns
                     if t.user_id == user_id and t.session == session]
+
+    def user_turns(self, user_id: str) -> list[tuple[int, str, str]]:
+        with self._lock:
+            return [(t.seq, t.turn_id, t.content) for t in self._turns if t.user_id == user_id]
 
     def enqueue_add(self, job_id: str, user_id: str, idem: str | None, request: str) -> AddJob:
         """Queue a job; a known (user_id, idem) returns the first job; a known job id with
@@ -281,3 +288,14 @@ class InMemoryEventLog:
     def set_meta(self, key: str, value: str) -> None:
         with self._lock:
             self._meta[key] = value
+
+    def record_receipt(self, user_id: str, receipt_id: str, at_ms: int, body: str) -> None:
+        with self._lock:
+            if all(r[0] != receipt_id for r in self._receipts):
+                self._receipts.append((receipt_id, user_id, at_ms, body))
+
+    def receipts(self, user_id: str) -> list[str]:
+        with self._lock:
+            mine = sorted((at, rid, body) for rid, uid, at, body in self._receipts
+                          if uid == user_id)
+        return [body for _, _, body in mine]

@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 Conn = psycopg.Connection[TupleRow]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 # Advisory lock keys: the schema lock is in the two-int4 key space, user locks in the
 # bigint one; PostgreSQL keeps the two spaces apart, so they can never collide.
 _SCHEMA_LOCK = (0x6D656D72, 1)  # ("memr", 1)
@@ -101,6 +101,14 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {1: (
        ON memray_add_jobs (user_key, idem_key) WHERE idem IS NOT NULL""",
     """CREATE INDEX IF NOT EXISTS memray_add_jobs_open
        ON memray_add_jobs (id) WHERE status IN ('queued', 'running')""",
+), 2: (
+    # Deletion receipts (ids and counts, no content): they outlive the user's deletion.
+    """CREATE TABLE IF NOT EXISTS memray_receipts (
+        id TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL,
+        user_key BYTEA GENERATED ALWAYS AS (memray_key(user_id)) STORED,
+        at_ms BIGINT NOT NULL, body TEXT NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS memray_receipts_by_user ON memray_receipts (user_key, at_ms)",
 )}
 
 
@@ -391,6 +399,8 @@ class PostgresEventLog:
         if purge_user:
             cur.execute("DELETE FROM memray_events WHERE user_key = memray_key(%s)", (user_id,))
             cur.execute("DELETE FROM memray_turns WHERE user_key = memray_key(%s)", (user_id,))
+            cur.execute("DELETE FROM memray_add_jobs WHERE user_key = memray_key(%s)",
+                        (user_id,))
         if clear_turns:
             cur.execute("DELETE FROM memray_turns WHERE user_key = memray_key(%s) "
                         "AND seq = ANY(%s)", (user_id, list(clear_turns)))
@@ -484,6 +494,11 @@ class PostgresEventLog:
                           "ORDER BY seq", (user_id, session))
         return [(int(a), str(b), str(c), str(d)) for a, b, c, d in rows]
 
+    def user_turns(self, user_id: str) -> list[tuple[int, str, str]]:
+        rows = self._rows("SELECT seq, turn_id, content FROM memray_turns "
+                          "WHERE user_key = memray_key(%s) ORDER BY seq", (user_id,))
+        return [(int(a), str(b), str(c)) for a, b, c in rows]
+
     _JOB = "SELECT id, user_id, status, request, result, error FROM memray_add_jobs"
 
     @staticmethod
@@ -557,3 +572,13 @@ class PostgresEventLog:
     def set_meta(self, key: str, value: str) -> None:
         self._run("INSERT INTO memray_meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE "
                   "SET value = EXCLUDED.value", (key, value))
+
+    def record_receipt(self, user_id: str, receipt_id: str, at_ms: int, body: str) -> None:
+        self._run("INSERT INTO memray_receipts (id, user_id, at_ms, body) "
+                  "VALUES (%s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
+                  (receipt_id, user_id, at_ms, body))
+
+    def receipts(self, user_id: str) -> list[str]:
+        rows = self._rows("SELECT body FROM memray_receipts WHERE user_key = memray_key(%s) "
+                          "ORDER BY at_ms, id", (user_id,))
+        return [str(b) for (b,) in rows]

@@ -57,6 +57,10 @@ CREATE TABLE IF NOT EXISTS add_jobs (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS add_jobs_idem ON add_jobs(user_id, idem)
     WHERE idem IS NOT NULL;
+CREATE TABLE IF NOT EXISTS receipts (
+    id TEXT PRIMARY KEY, user_id TEXT NOT NULL, at_ms INTEGER NOT NULL, body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS receipts_by_user ON receipts(user_id, at_ms);
 """
 
 
@@ -156,6 +160,7 @@ class SQLiteEventLog:
             if purge_user:
                 db.execute("DELETE FROM events WHERE user_id = ?", (user_id,))
                 db.execute("DELETE FROM turns WHERE user_id = ?", (user_id,))
+                db.execute("DELETE FROM add_jobs WHERE user_id = ?", (user_id,))
             db.executemany("DELETE FROM turns WHERE user_id = ? AND seq = ?",
                            [(user_id, s) for s in clear_turns])
             for mid in purge_ids:
@@ -244,6 +249,11 @@ class SQLiteEventLog:
                           "WHERE user_id = ? AND session = ? ORDER BY seq", (user_id, session))
         return [(int(a), str(b), str(c), str(d)) for a, b, c, d in rows]
 
+    def user_turns(self, user_id: str) -> list[tuple[int, str, str]]:
+        rows = self._rows("SELECT seq, turn_id, content FROM turns WHERE user_id = ? "
+                          "ORDER BY seq", (user_id,))
+        return [(int(a), str(b), str(c)) for a, b, c in rows]
+
     def enqueue_add(self, job_id: str, user_id: str, idem: str | None, request: str) -> AddJob:
         try:
             self._run("INSERT INTO add_jobs(id, user_id, idem, status, request) "
@@ -301,3 +311,12 @@ class SQLiteEventLog:
     def set_meta(self, key: str, value: str) -> None:
         self._run("INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE "
                   "SET value = excluded.value", (key, value))
+
+    def record_receipt(self, user_id: str, receipt_id: str, at_ms: int, body: str) -> None:
+        self._run("INSERT OR IGNORE INTO receipts VALUES (?, ?, ?, ?)",
+                  (receipt_id, user_id, at_ms, body))
+
+    def receipts(self, user_id: str) -> list[str]:
+        rows = self._rows("SELECT body FROM receipts WHERE user_id = ? ORDER BY at_ms, id",
+                          (user_id,))
+        return [str(b) for (b,) in rows]

@@ -72,7 +72,7 @@ CHILD = textwrap.dedent('''
 def _seed(cfg: MemoryConfig) -> None:
     with Memory(cfg) as m:
         m.add("gone note number 3", user_id="gone", infer=False)
-        assert m.delete_all(user_id="gone") == 1
+        assert m.delete_all(user_id="gone").deleted == 1
 
 
 @pytest.mark.parametrize("kill_at", ["before_log_commit", "before_store_write",

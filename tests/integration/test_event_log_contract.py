@@ -230,6 +230,33 @@ class TestChangeLog:
         assert list(log.user_events(BOB)) == [added(b)]
         assert len(log.pending_turns(BOB, "s")) == 1
 
+    def test_purge_user_drops_the_users_queued_adds_only(self, log: EventLog) -> None:
+        log.enqueue_add("j1", ALICE, "k1", '{"text": "alice said this"}')
+        log.enqueue_add("j2", BOB, "k1", '{"text": "bob said this"}')
+        log.commit(ALICE, [], [StoreOp("delete_user", ALICE)], purge_user=True)
+        assert log.get_add("j1") is None and log.find_add(ALICE, "k1") is None
+        assert log.get_add("j2") is not None
+
+    def test_user_turns_span_sessions_and_only_that_user(self, log: EventLog) -> None:
+        log.log_turns(ALICE, "s1", [("t1", "user", "我住在杭州")])
+        log.log_turns(ALICE, "s2", [("t2", "user", "I live in Paris")])
+        log.log_turns(BOB, "s1", [("t3", "user", "bob")])
+        turns = log.user_turns(ALICE)
+        assert [(tid, text) for _, tid, text in turns] == [("t1", "我住在杭州"),
+                                                          ("t2", "I live in Paris")]
+        log.commit(ALICE, [], [], clear_turns=[turns[0][0]])
+        assert [tid for _, tid, _ in log.user_turns(ALICE)] == ["t2"]
+
+    def test_receipts_are_kept_per_user_in_order_and_outlive_purge_user(
+            self, log: EventLog) -> None:
+        log.record_receipt(ALICE, "r1", 1000, '{"id": "r1"}')
+        log.record_receipt(BOB, "r2", 1500, '{"id": "r2"}')
+        log.record_receipt(ALICE, "r3", 2000, '{"id": "r3"}')
+        log.commit(ALICE, [], [StoreOp("delete_user", ALICE)], purge_user=True)
+        assert log.receipts(ALICE) == ['{"id": "r1"}', '{"id": "r3"}']
+        assert log.receipts(BOB) == ['{"id": "r2"}']
+        assert log.receipts("nobody") == []
+
     def test_clear_turns_drops_only_the_users_listed_turns(self, log: EventLog) -> None:
         log.log_turns(ALICE, "s", [("t1", "user", "a"), ("t2", "assistant", "b")])
         log.log_turns(BOB, "s", [("t1", "user", "c")])

@@ -18,6 +18,7 @@ from memray.core.changes import ChangeSet
 from memray.core.ids import new_id
 from memray.errors import DimensionMismatchError, StoreError
 from memray.models import MemoryRecord, MemoryStatus, MemoryType, content_hash, utcnow
+from memray.store.base import StoredMemory
 from memray.store.milvus import MilvusStore
 
 pytestmark = pytest.mark.usefixtures("local_ray")
@@ -85,7 +86,8 @@ def test_maintenance_dry_run_then_run_then_idempotent(tmp_path: Path) -> None:
         assert pref is not None and pref.importance == pytest.approx(0.4, abs=0.01)  # 1 half-life
         assert pref.metadata["base_importance"] == 0.8
         assert get("name").importance == 0.9  # type: ignore[union-attr]  # identity never decays
-        assert all(get(k) is None for k in ("tea1", "tea2", "tea3"))  # merged away
+        for k in ("tea1", "tea2", "tea3"):  # kept inside the summary, never recalled
+            assert get(k).status == MemoryStatus.MERGED  # type: ignore[union-attr]
         assert get("dog") is not None and get("other") is not None  # unrelated, other user
         merged = [r for r in mem.get_all(user_id="u1").items if "merged_from" in r.metadata]
         assert len(merged) == 1
@@ -100,35 +102,36 @@ def test_maintenance_dry_run_then_run_then_idempotent(tmp_path: Path) -> None:
         assert snapshot(mem, ("u1", "u2")) == after  # nothing changes twice
 
 
-class DeleteFailsOnce(MilvusStore):
-    """A crash right after the merged memory is written, before the originals go."""
+class ReplaceFailsOnce(MilvusStore):
+    """A crash right after the merged memory is inserted, before its members are marked."""
 
     fail = True
 
-    def delete(self, user_id: str, ids: Sequence[str]) -> int:
+    def replace(self, rows: Sequence[StoredMemory]) -> None:
         if self.fail:
             self.fail = False
             raise StoreError("process died here")
-        return super().delete(user_id, ids)
+        super().replace(rows)
 
 
-def test_merge_crash_between_write_and_delete_finishes_on_restart(tmp_path: Path) -> None:
+def test_merge_crash_between_write_and_members_finishes_on_restart(tmp_path: Path) -> None:
     cfg = MemoryConfig(data_dir=str(tmp_path))
     with Memory(cfg) as mem:
         recs = seed(mem)
         model, dim = mem.engine().embedder.model, mem.engine().embedder.dim
-    store = DeleteFailsOnce(str(tmp_path / "milvus.db"), model=model, dim=dim)
+    store = ReplaceFailsOnce(str(tmp_path / "milvus.db"), model=model, dim=dim)
+    members = {recs[k].id for k in ("tea1", "tea2", "tea3")}
     with Memory(cfg, store=store) as mem:
         maintenance.run(margs(tmp_path), memory=mem)
-        held = {r.id for r in mem.get_all(user_id="u1").items}
-        # The merged memory is in, the originals are still there: the delete is queued.
-        assert {recs[k].id for k in ("tea1", "tea2", "tea3")} <= held
+        # The members are not marked yet: the rest of the merge is queued.
         assert mem.engine().events.has_pending("u1")
-    with Memory(cfg) as mem:  # the restart replays the queued delete
-        ids = {r.id for r in mem.get_all(user_id="u1").items}
-        assert not ({recs[k].id for k in ("tea1", "tea2", "tea3")} & ids)
-        merged = [r for r in mem.get_all(user_id="u1").items if "merged_from" in r.metadata]
-        assert len(merged) == 1
+    with Memory(cfg) as mem:  # the restart replays the queued merge
+        by_id = {r.id: r for r in mem.get_all(user_id="u1").items}
+        assert {by_id[i].status for i in members} == {MemoryStatus.MERGED}
+        merged = [r for r in by_id.values() if "merged_from" in r.metadata]
+        assert len(merged) == 1 and set(merged[0].metadata["merged_from"]) == members
+        hits = mem.search("What do I like to drink?", user_id="u1")
+        assert not members & {h.memory.id for h in hits}  # members are never recalled
         again = maintenance.run(margs(tmp_path), memory=mem)
         assert again["merged_clusters"] == 0
         assert len([r for r in mem.get_all(user_id="u1").items
@@ -253,7 +256,8 @@ def test_merge_summary_comes_from_the_llm_when_one_is_configured(tmp_path: Path)
             result = maintenance.run(MaintenanceArgs.model_validate(
                 {"memory": cfg.model_dump(), "ray": {}}), memory=mem)
             assert result["merged_clusters"] == 1
-            merged = mem.get_all(user_id="u1").items
+            merged = [r for r in mem.get_all(user_id="u1").items
+                      if r.status == MemoryStatus.ACTIVE]
             assert [r.content for r in merged] == ["Loves green tea, drinks it daily"]
         prompt = llm.requests[0]["body"]["messages"][0]["content"]
         assert "I like green tea" in prompt and "I really like drinking green tea" in prompt

@@ -13,7 +13,7 @@ import pytest
 from test_api_http import ADMIN, ALICE, TEAM, Served, memory  # noqa: F401 (fixture)
 
 from memray import InvalidInputError, Memory
-from memray.compat.mem0 import Mem0NotFoundError
+from memray.compat.mem0 import Mem0NotFoundError, split_id
 from memray.compat.mem0 import Memory as Mem0Memory
 
 CITY = [{"role": "user", "content": "I live in Shanghai"}]
@@ -45,11 +45,17 @@ def test_python_surface_shapes_and_round_trips(memory: Memory) -> None:  # noqa:
     assert [(h["event"], h["old_memory"], h["new_memory"]) for h in history] == [
         ("ADD", None, "I live in Shanghai"), ("UPDATE", "I live in Shanghai", "I live in Hangzhou"),
         ("UPDATE", "I live in Hangzhou", "I live in Suzhou")]
-    assert m.delete(mid) == {"message": "Memory deleted successfully!"}
+    gone = m.delete(mid)
+    assert gone["message"] == "Memory deleted successfully!"
+    # the receipt names memray's own ids: its digest is over them, as the audit log keeps it
+    assert gone["receipt"]["memory_ids"] == [split_id(mid)[1]]
+    assert gone["receipt"]["verified"] is True
     assert m.get(mid) is None
     with pytest.raises(ValueError):  # mem0 raises ValueError for a missing memory
         m.delete(mid)
-    assert m.delete_all(user_id="alice") == {"message": "Memories deleted successfully!"}
+    gone = m.delete_all(user_id="alice")
+    assert gone["message"] == "Memories deleted successfully!"
+    assert [(r["kind"], r["verified"]) for r in gone["receipts"]] == [("delete_all", True)]
     assert m.get_all(filters={"user_id": "alice"}) == {"results": []}
 
 
@@ -118,10 +124,13 @@ def test_mem0_memory_client_against_memray(mem0_client_cls: Any, base_url: str) 
     assert client.update(mid, text="I live in Hangzhou")["memory"] == "I live in Hangzhou"
     assert [(h["event"], h["new_memory"]) for h in client.history(mid)] == [
         ("ADD", "I live in Shanghai"), ("UPDATE", "I live in Hangzhou")]
-    assert client.delete(mid) == {"message": "Memory deleted successfully!"}
+    gone = client.delete(mid)  # mem0's client passes the extra receipt through
+    assert gone["message"] == "Memory deleted successfully!"
+    assert gone["receipt"]["memory_ids"] == [split_id(mid)[1]] and gone["receipt"]["verified"]
     with pytest.raises(Mem0Missing):
         client.get(mid)
-    assert client.delete_all(user_id="alice")["message"]
+    every = client.delete_all(user_id="alice")
+    assert every["message"] and [len(r["memory_ids"]) for r in every["receipts"]] == [1]
     assert client.get_all(filters={"user_id": "alice"})["count"] == 0
 
 

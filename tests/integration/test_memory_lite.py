@@ -58,7 +58,7 @@ def test_hostile_user_ids_are_isolated(mem: Memory) -> None:
         assert [r.user_id for r in page.items] == [user]
         exported = [d for d in mem.export(user_id=user) if d["kind"] == "memory"]
         assert [d["user_id"] for d in exported] == [user]
-    assert mem.delete_all(user_id=HOSTILE[0]) == 1
+    assert mem.delete_all(user_id=HOSTILE[0]).deleted == 1
     assert len(mem.get_all(user_id="bob").items) == 1
 
 
@@ -112,7 +112,7 @@ def test_deleted_memories_never_come_back(tmp_path: Path, embedder: CachedEmbedd
         assert _contents(mem.search("music", user_id="alice")) == ["I like jazz"]
         with pytest.raises(MemoryNotFoundError):
             mem.delete(ids[0], user_id="alice")
-        assert mem.delete_all(user_id="alice") == 1
+        assert mem.delete_all(user_id="alice").deleted == 1
         _assert_gone(mem, "alice", "jazz", ids[1])
         assert list(mem.export(user_id="alice"))[1:] == []
     with Memory(cfg, embedder=embedder) as again:  # not even after a restart

@@ -33,7 +33,7 @@ def test_add_recall_update_delete_on_a_server(
         hits = m.search("Which city do I live in?", user_id='eve" or user_id != "', threshold=-1)
         assert "Hangzhou" not in str([h.memory.content for h in hits])
         assert m.get(city, user_id='eve" or user_id != "') is None
-        assert m.delete_all(user_id='eve" or user_id != "') == 1
+        assert m.delete_all(user_id='eve" or user_id != "').deleted == 1
         assert m.search("peanuts", user_id='eve" or user_id != "', threshold=-1) == []
         assert [h.memory.content for h in m.search("city", user_id="mallory")] == [
             "I live in Paris"]

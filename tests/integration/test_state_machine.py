@@ -258,7 +258,7 @@ class MemoryMachine(RuleBasedStateMachine):
     @rule(user=st.sampled_from(USERS))
     def delete_all(self, user: str) -> None:
         model = self._model(user)
-        assert self.mem.delete_all(user_id=user) == len(model.live)
+        assert self.mem.delete_all(user_id=user).deleted == len(model.live)
         model.gone |= set(model.live)
         model.live.clear()
         self._saw_version(user, self.mem.version(user_id=user), changed=True)

@@ -83,7 +83,7 @@ def test_each_call_is_one_span_with_store_children_and_no_content(
         m.history(mid, user_id="alice")
         m.delete(mid, user_id="alice")
         m.add("I like tea", user_id="alice", infer=False)
-        assert m.delete_all(user_id="alice") == 1
+        assert m.delete_all(user_id="alice").deleted == 1
 
     got = [(s.name, (s.attributes or {})["memray.method"]) for s in ops(spans)]
     assert got == [("upsert_memory", "add"), ("search_memory", "search"),

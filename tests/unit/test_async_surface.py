@@ -59,6 +59,6 @@ def test_every_async_method_runs(tmp_path: Path) -> None:
             assert (await a.doctor("u")).problems == 0
             assert await a.session_memories(user_id="u", session_id="s") == []
             await a.delete(mid, user_id="u")
-            assert await a.delete_all(user_id="u") == 1
+            assert (await a.delete_all(user_id="u")).deleted == 1
 
     asyncio.run(run())
