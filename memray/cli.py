@@ -366,6 +366,9 @@ def _doctor_parser(sub: Any) -> None:
     dr.add_argument("--user", default=None, help="one user id; default: every user")
     dr.add_argument("--repair", action="store_true", help="fix what is safe through the "
                     "write path (re-write missing rows, delete orphans, expire what expired)")
+    dr.add_argument("--verify-deleted", metavar="USER", default=None, help="list USER's "
+                    "deletion receipts, each checked again: its digest, and no store holding "
+                    "an id it names (exit 1 if one fails)")
     dr.add_argument("--candidate-days", type=int, default=30, help="candidates unconfirmed "
                     "this many days are overdue (default 30, as the nightly job)")
     dr.add_argument("--config", default=None, help="a MemoryConfig YAML; default: defaults")
@@ -380,12 +383,31 @@ def doctor(args: argparse.Namespace) -> int:
     config = MemoryConfig.load(args.config) if args.config else MemoryConfig()
     if args.data_dir:
         config = config.model_copy(update={"data_dir": args.data_dir})
+    if args.verify_deleted is not None:
+        return verify_deleted(config, args.verify_deleted)
     with Memory(config) as memory:
         report = memory.doctor(args.user, repair=args.repair,
                                candidate_days=args.candidate_days)
     print(report.model_dump_json(indent=2))
     print(describe(report), file=sys.stderr)
     return 1 if report.problems else 0
+
+
+def verify_deleted(config: MemoryConfig, user_id: str) -> int:
+    with Memory(config) as memory:
+        receipts = memory.deletions(user_id=user_id)
+        checks = memory.verify_deletions(user_id=user_id)
+    rows = [{"receipt": r.model_dump(mode="json"), "check": c.model_dump(mode="json")}
+            for r, c in zip(receipts, checks, strict=True)]
+    print(json.dumps(rows, indent=2, ensure_ascii=False))
+    failed = [c for c in checks if not c.ok]
+    print(f"{len(checks)} deletion receipt(s) for {user_id!r}: "
+          f"{len(checks) - len(failed)} verified now, {len(failed)} failed"
+          + "".join(f"\n  {c.receipt_id} ({c.kind}, {c.at:%Y-%m-%d %H:%M}): digest "
+                    f"{'ok' if c.digest_ok else 'MISMATCH'}, still held: "
+                    f"{ {k: v for k, v in c.remaining.items() if v} }" for c in failed),
+          file=sys.stderr)
+    return 1 if failed else 0
 
 
 def api(args: argparse.Namespace) -> int:

@@ -228,6 +228,22 @@ class DeletionReceipt(BaseModel):
         return self.model_copy(update={"digest": receipt_digest(self)})
 
 
+class DeletionCheck(BaseModel):
+    """A receipt checked again later (`memray doctor --verify-deleted`): its digest still
+    matches its body, and no store holds any of its memory ids now."""
+
+    model_config = ConfigDict(frozen=True)
+
+    receipt_id: str
+    kind: Literal["delete", "delete_all", "forget"]
+    at: datetime
+    digest_ok: bool = Field(description="The audit log's copy hashes to its digest.")
+    remaining: dict[str, int] = Field(description="Per store, items holding one of the "
+                                      "receipt's memory ids now (the turn log is checked "
+                                      "at deletion time only: a receipt holds no content).")
+    ok: bool = Field(description="`digest_ok` and every `remaining` is 0.")
+
+
 def receipt_digest(receipt: DeletionReceipt) -> str:
     """SHA-256 over the receipt's canonical JSON, its own digest left out."""
     body = receipt.model_dump_json(exclude={"digest"})

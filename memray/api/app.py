@@ -256,6 +256,13 @@ async def deletions(user_id: s.UserIdPath, key: Key, memory: AsyncMem) -> Any:
     return await memory.deletions(user_id=user_id)
 
 
+@router.get("/v1/users/{user_id}/deletions/verify", response_model=list[s.DeletionCheck])
+async def verify_deletions(user_id: s.UserIdPath, key: Key, memory: AsyncMem) -> Any:
+    """Each receipt checked again now: its digest matches and no store holds its ids."""
+    require_scope(key, user_id)
+    return await memory.verify_deletions(user_id=user_id)
+
+
 @router.get("/v1/users/{user_id}/export")
 async def export(user_id: s.UserIdPath, key: Key, memory: AsyncMem) -> Any:
     require_scope(key, user_id)

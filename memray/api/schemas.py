@@ -11,9 +11,16 @@ from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Fiel
 from starlette.convertors import Convertor, register_url_convertor
 
 from memray.core.validate import MAX_SCOPE_BYTES
-from memray.models import DeletionReceipt, MemoryEvent, MemoryRecord, MemoryType, SearchHit
+from memray.models import (
+    DeletionCheck,
+    DeletionReceipt,
+    MemoryEvent,
+    MemoryRecord,
+    MemoryType,
+    SearchHit,
+)
 
-__all__ = ["DeletionReceipt", "MemoryEvent", "MemoryRecord", "SearchHit"]
+__all__ = ["DeletionCheck", "DeletionReceipt", "MemoryEvent", "MemoryRecord", "SearchHit"]
 
 _STRICT = ConfigDict(extra="forbid", populate_by_name=True)
 

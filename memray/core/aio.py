@@ -25,6 +25,7 @@ from memray.core.prompt import prompt_section
 from memray.embed.base import AsyncEmbedder, Embedder, Matrix
 from memray.models import (
     AddResult,
+    DeletionCheck,
     DeletionReceipt,
     MemoryEvent,
     MemoryRecord,
@@ -148,6 +149,10 @@ class AsyncMemory:
     async def deletions(self, *, user_id: str) -> list[DeletionReceipt]:
         """`Memory.deletions`, awaited."""
         return await asyncio.to_thread(self.memory.deletions, user_id=user_id)
+
+    async def verify_deletions(self, *, user_id: str) -> list[DeletionCheck]:
+        """`Memory.verify_deletions`, awaited."""
+        return await asyncio.to_thread(self.memory.verify_deletions, user_id=user_id)
 
     async def export(self, *, user_id: str) -> list[dict[str, Any]]:
         """`Memory.export`, read whole in a worker thread."""

@@ -26,11 +26,13 @@ from memray.core.summary import MERGED_FROM, MERGED_INTO, SUMMARY_CHARS, rule_su
 from memray.embed.base import Embedder
 from memray.errors import StoreError
 from memray.models import (
+    DeletionCheck,
     DeletionReceipt,
     DerivedChange,
     MemoryRecord,
     StoreCheck,
     content_hash,
+    receipt_digest,
     utcnow,
 )
 from memray.store.base import VectorStore, Where
@@ -155,6 +157,23 @@ class Deletions:
         except ValueError:
             return 1  # unreadable: it counts as holding something until rebuilt
         return sum(1 for e in entries if ids is None or e.memory_id in ids)
+
+    def recheck(self, receipt: DeletionReceipt) -> DeletionCheck:
+        """The receipt against the stores now: nothing may hold any id it names (the
+        memories and the summaries it deleted or replaced)."""
+        uid = receipt.user_id
+        ids = set(receipt.memory_ids) | {d.memory_id for d in receipt.derived}
+        remaining = {
+            "vector_store": len(self._by_ids(uid, ids)),
+            "change_log": self._queued(uid, ids),
+            "history": sum(len(self._events.history(uid, i)) for i in ids),
+            "hot_set": self._hot.holding(uid, ids) if self._hot is not None else 0,
+            "profile": self._profiled(uid, ids),
+        }
+        digest_ok = receipt_digest(receipt) == receipt.digest
+        return DeletionCheck(receipt_id=receipt.id, kind=receipt.kind, at=receipt.at,
+                             digest_ok=digest_ok, remaining=remaining,
+                             ok=digest_ok and not any(remaining.values()))
 
     def settle(self, changes: ChangeSet, seen: tuple[Counts, list[str]]) -> DeletionReceipt:
         """After the commit: rebuild the stored profile if it held a deleted memory,

@@ -19,6 +19,7 @@ from memray.config import MemoryConfig
 from memray.core import validate
 from memray.core.backend import Backend
 from memray.core.changes import ChangeSet
+from memray.core.deletions import Deletions
 from memray.core.doctor import Doctor, DoctorReport
 from memray.core.edits import Edits
 from memray.core.engine import Engine
@@ -30,6 +31,7 @@ from memray.core.resolve import Scope
 from memray.embed.base import Embedder
 from memray.models import (
     AddResult,
+    DeletionCheck,
     DeletionReceipt,
     MemoryEvent,
     MemoryRecord,
@@ -294,6 +296,14 @@ class Memory:
         uid = validate.user_id(user_id)
         return [DeletionReceipt.model_validate_json(b)
                 for b in self._backend.events.receipts(uid)]
+
+    def verify_deletions(self, *, user_id: str) -> list[DeletionCheck]:
+        """Each of the user's receipts checked again now: its digest matches, and no store
+        (vectors, queued changes, history, hot set, profile) holds an id it names."""
+        receipts = self.deletions(user_id=user_id)
+        embedder, store, hot = self._backend.live
+        check = Deletions(store, self._backend.events, embedder, hot, lambda _: None)
+        return [check.recheck(r) for r in receipts]
 
     def export(self, *, user_id: str) -> Iterator[dict[str, Any]]:
         """Everything held about the user as JSON-ready dicts: a header, each memory

@@ -1,9 +1,9 @@
 """Committing a user's maintenance plan: one change set per user, committed by the
 committer (one event-log transaction: events, tombstones, store ops, version), then the
 outbox applies it. A crash before the commit changes nothing (the next run plans the
-same); a crash after it is finished by the replay on the next open: the merged memory is
-written before the originals are deleted, and both ops are idempotent, so a merge is
-never half-done for good and never done twice.
+same); a crash after it is finished by the replay on the next open: the merged memory and
+its originals' new status are idempotent writes, so a merge is never half-done for good
+and never done twice.
 
 A merge keeps its originals (status `merged`, metadata `merged_into`: never recalled,
 still reached by a delete or a forget, which rebuilds the summary without them; see

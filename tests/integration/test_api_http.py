@@ -103,8 +103,10 @@ def test_add_search_list_get_update_delete_export(http: httpx.Client) -> None:
     add(http, ALICE, "alice", "I like jazz")
     export = http.get("/v1/users/alice/export", headers=auth(ALICE)).json()
     assert "Hangzhou" not in json.dumps(export) and "jazz" in json.dumps(export)
-    assert http.delete("/v1/users/alice/memories", headers=auth(ALICE)).json() == {
-        "deleted": 1, "version": 5}
+    gone = http.delete("/v1/users/alice/memories", headers=auth(ALICE)).json()
+    assert (gone["deleted"], gone["version"]) == (1, 5)
+    assert gone["receipt"]["kind"] == "delete_all" and gone["receipt"]["verified"]
+    assert "jazz" not in json.dumps(gone)  # ids and counts, never content
     assert http.get("/healthz").json() == {"status": "ok"}
     metrics = http.get("/metrics").text  # counted per matched route and status
     assert ('memray_requests_total{route="/v1/memories/{memory_id:memray_id}",status="404"} '

@@ -101,6 +101,8 @@ def assert_verified(receipt: DeletionReceipt, uid: str, mem: Memory) -> None:
     assert all(c.remaining == 0 for c in receipt.stores.values())
     assert receipt.digest == receipt_digest(receipt)
     assert receipt in mem.deletions(user_id=uid)  # kept in the audit log as returned
+    checks = {c.receipt_id: c for c in mem.verify_deletions(user_id=uid)}
+    assert checks[receipt.id].ok, checks[receipt.id]  # and still true when checked again
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

@@ -228,3 +228,70 @@ def test_http_doctor_scoped_and_repair_admin_only(memory: Memory) -> None:
         assert r.status_code == 200, r.text
         assert r.json()["repaired"] == {"missing_vectors": 1} and r.json()["problems"] == 0
         assert mid in ids(memory, "alice")
+
+
+def resurrect(m: Memory, row: StoredMemory) -> None:
+    """What a restored backup or a bug would do: the deleted row written back raw."""
+    m.engine().store.insert([row])
+
+
+def test_cli_verify_deleted_lists_receipts_and_finds_a_row_that_came_back(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "d"
+    with Memory(config(data)) as m:
+        mid = m.add("I live in Hangzhou", user_id="u1", infer=False).events[0].memory_id
+        m.add("I like tea", user_id="u1", infer=False)
+        (row,) = m.engine().store.rows("u1", Where(ids=(mid,)))
+        m.delete(mid, user_id="u1")
+        m.delete_all(user_id="u1")
+    conf = tmp_path / "memory.yaml"
+    conf.write_text(yaml.safe_dump(config(data).model_dump(mode="json")), encoding="utf-8")
+    assert cli(["doctor", "--config", str(conf), "--verify-deleted", "u1"]) == 0
+    out, err = capsys.readouterr()
+    rows = json.loads(out)
+    assert [r["receipt"]["kind"] for r in rows] == ["delete", "delete_all"]
+    assert rows[0]["receipt"]["memory_ids"] == [mid]
+    assert all(r["check"]["ok"] and r["receipt"]["verified"] for r in rows)
+    assert "2 verified now, 0 failed" in err and "Hangzhou" not in out
+
+    with Memory(config(data)) as m:
+        resurrect(m, row)
+    assert cli(["doctor", "--config", str(conf), "--verify-deleted", "u1"]) == 1
+    out, err = capsys.readouterr()
+    (first, second) = [r["check"] for r in json.loads(out)]
+    assert first["remaining"]["vector_store"] == 1 and not first["ok"]
+    assert second["ok"]  # the delete_all named other ids
+    assert "1 failed" in err and first["receipt_id"] in err
+
+
+def test_a_receipt_altered_in_the_audit_log_fails_its_digest(memory: Memory) -> None:
+    mid = memory.add("I live in Hangzhou", user_id="u", infer=False).events[0].memory_id
+    receipt = memory.delete(mid, user_id="u").receipt
+    assert receipt is not None
+    forged = receipt.model_copy(update={"id": new_id(), "memory_ids": ["someone-else"]})
+    memory.engine().events.record_receipt("u", forged.id, 0, forged.model_dump_json())
+    checks = {c.receipt_id: c for c in memory.verify_deletions(user_id="u")}
+    assert checks[receipt.id].ok and checks[receipt.id].digest_ok
+    assert not checks[forged.id].digest_ok and not checks[forged.id].ok
+
+
+def test_http_deletions_and_their_verification_are_scoped(memory: Memory) -> None:
+    mid = memory.add("I live in Hangzhou", user_id="alice", infer=False).events[0].memory_id
+    memory.add("I live in Paris", user_id="bob", infer=False)
+    (row,) = memory.engine().store.rows("alice", Where(ids=(mid,)))
+    with Served(memory, keys=KEYS, limits=ApiLimits()) as http:
+        r = http.delete(f"/v1/memories/{mid}", params={"user_id": "alice"},
+                        headers=auth(ALICE))
+        assert r.status_code == 200, r.text
+        assert r.json()["receipt"]["memory_ids"] == [mid]
+        r = http.get("/v1/users/alice/deletions", headers=auth(ALICE))
+        assert r.status_code == 200, r.text
+        assert [x["memory_ids"] for x in r.json()] == [[mid]] and r.json()[0]["verified"]
+        assert http.get("/v1/users/bob/deletions", headers=auth(ALICE)).status_code == 403
+        assert http.get("/v1/users/alice/deletions/verify").status_code == 401
+        r = http.get("/v1/users/alice/deletions/verify", headers=auth(ALICE))
+        assert [c["ok"] for c in r.json()] == [True]
+        resurrect(memory, row)
+        r = http.get("/v1/users/alice/deletions/verify", headers=auth(ALICE))
+        assert [(c["ok"], c["remaining"]["vector_store"]) for c in r.json()] == [(False, 1)]
+        assert http.get("/v1/users/bob/deletions", headers=auth(ADMIN)).json() == []
