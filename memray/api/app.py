@@ -167,7 +167,7 @@ async def add(req: s.AddRequest, key: Key, memory: AsyncMem, jobs: Jobs,
 
 @router.get("/v1/jobs/{job_id}", response_model=s.JobResponse,
             responses=s.error_responses(404))
-async def job(job_id: str, user_id: s.UserIdQuery, key: Key, jobs: Jobs) -> Any:
+async def job(job_id: s.JobIdPath, user_id: s.UserIdQuery, key: Key, jobs: Jobs) -> Any:
     require_scope(key, user_id)
     found = await run_in_threadpool(jobs.get, job_id)
     if found is None or found[0] != user_id:

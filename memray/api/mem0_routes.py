@@ -36,7 +36,6 @@ from memray.api.auth import ApiKey, require_scope
 from memray.api.deps import Key
 from memray.api.errors import ApiError
 from memray.compat import mem0 as compat
-from memray.core.validate import MAX_SCOPE_BYTES
 from memray.models import MemoryType
 
 router = APIRouter(tags=["mem0 compatibility"])
@@ -69,12 +68,12 @@ _TYPES = "A memory type, or a non-empty list of them."
 _OWNER = s.NON_BLANK[1:-1].replace("\x00", "\x00/")
 MEM0_ID = f"^(?:{_OWNER}:)?{s.MEMORY_ID[1:-1]}$"
 MemoryId = Annotated[str, Path(
-    pattern=MEM0_ID, max_length=MAX_SCOPE_BYTES + 37,
+    pattern=MEM0_ID, max_length=s.MAX_REST_ID_CHARS + 37,
     description="`<user_id>:<uuid>` as add, search and get_all return it (the user id "
                 "not blank, without NUL or `/`). A bare memray id (a lower-case UUID) is read "
                 "as a memory of the key's user when the key is for exactly one user; other "
                 "keys get a 403 for it.")]
-ScopeQuery = Annotated[str | None, Query(min_length=1, max_length=MAX_SCOPE_BYTES,
+ScopeQuery = Annotated[str | None, Query(min_length=1, max_length=s.MAX_REST_ID_CHARS,
                                          pattern=s.NON_BLANK)]
 
 

@@ -51,8 +51,14 @@ _BLANK = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029
 NON_BLANK = f"^[^\x00]*[^\x00{_BLANK}][^\x00]*$"
 NO_NUL = "^[^\x00]*$"
 MEMORY_ID = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
-_SCOPE = (f"Not blank, no NUL, at most {MAX_SCOPE_BYTES} bytes as UTF-8 (`maxLength` counts "
-          "characters; a longer id in bytes is a 422).")
+# Over REST an id must fit in a URL: three of them (mem0's delete_all takes user, agent
+# and run ids as query parameters), each character percent-encoded as up to 12 ASCII
+# characters (4 UTF-8 bytes), stay under the guard's default 8,192 (`max_url_chars`), so a
+# request the schema allows is never a 414. The Python API takes up to MAX_SCOPE_BYTES.
+MAX_REST_ID_CHARS = 200
+_SCOPE = (f"Not blank, no NUL, at most {MAX_REST_ID_CHARS} characters, so that any id fits "
+          "in a URL under the server's default 8,192-character limit (the Python API takes "
+          f"up to {MAX_SCOPE_BYTES} bytes).")
 _MID = "A memory id as memray issues them: a lower-case UUID (v7)."
 
 
@@ -73,13 +79,15 @@ class MemoryIdConvertor(Convertor[str]):
 
 register_url_convertor("memray_id", MemoryIdConvertor())
 
-ScopeId = Annotated[str, Field(min_length=1, max_length=MAX_SCOPE_BYTES, pattern=NON_BLANK,
+ScopeId = Annotated[str, Field(min_length=1, max_length=MAX_REST_ID_CHARS, pattern=NON_BLANK,
                                description=_SCOPE)]
-UserIdQuery = Annotated[str, Query(min_length=1, max_length=MAX_SCOPE_BYTES,
+UserIdQuery = Annotated[str, Query(min_length=1, max_length=MAX_REST_ID_CHARS,
                                    pattern=NON_BLANK, description=_SCOPE)]
-UserIdPath = Annotated[str, Path(min_length=1, max_length=MAX_SCOPE_BYTES, pattern=NON_BLANK,
+UserIdPath = Annotated[str, Path(min_length=1, max_length=MAX_REST_ID_CHARS, pattern=NON_BLANK,
                                  description=_SCOPE)]
 MemoryIdPath = Annotated[str, Path(pattern=MEMORY_ID, description=_MID)]
+JobIdPath = Annotated[str, Path(pattern=MEMORY_ID, description="The `job_id` an "
+                                "asynchronous add returned (a lower-case UUID).")]
 CursorQuery = Annotated[str | None, Query(pattern=MEMORY_ID, description="The `next_cursor` "
                                           "of the previous page (a memory id).")]
 Text = Annotated[str, Field(pattern=NON_BLANK, description="Not blank, no NUL; at most the "

@@ -13,6 +13,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from memray.api import schemas as s
 from memray.api.auth import require_scope
 from memray.api.deps import AsyncMem, Key
 from memray.api.errors import ApiError
@@ -23,13 +24,13 @@ router = APIRouter()
 
 
 @router.get("/v1/users/{user_id}/profile", response_model=Profile)
-async def profile(user_id: str, key: Key, memory: AsyncMem, refresh: bool = False) -> Any:
+async def profile(user_id: s.UserIdPath, key: Key, memory: AsyncMem, refresh: bool = False) -> Any:
     require_scope(key, user_id)
     return await memory.profile(user_id, refresh=refresh)
 
 
 @router.get("/v1/users/{user_id}/doctor", response_model=UserReport)
-async def doctor(user_id: str, key: Key, memory: AsyncMem, repair: bool = False) -> Any:
+async def doctor(user_id: s.UserIdPath, key: Key, memory: AsyncMem, repair: bool = False) -> Any:
     require_scope(key, user_id)
     if repair and not key.admin:
         raise ApiError(403, "forbidden", "repair needs an admin key")

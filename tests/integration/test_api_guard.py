@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_api_http import ALICE, KEYS, TEAM, Served, auth
+from test_api_http import ADMIN, ALICE, KEYS, TEAM, Served, auth
 
 from memray import Memory, MemoryConfig
 from memray.api.app import ApiLimits
@@ -113,3 +113,26 @@ def test_deep_metadata_is_a_clear_422(memory: Memory) -> None:
         shallow = {"user_id": "alice", "messages": "hi", "infer": False,
                    "metadata": {"a": {"b": {"c": [1, 2]}}}}
         assert http.post("/v1/memories", json=shallow, headers=auth(ALICE)).status_code == 200
+
+
+def test_rest_ids_are_bounded_as_declared_and_the_longest_fits_the_url(memory: Memory) -> None:
+    """The schema's `maxLength` is what the server takes, and a request at that length,
+    percent-encoded in full, is under the URL limit: never a 414 for a valid request."""
+    from memray.api.schemas import MAX_REST_ID_CHARS
+
+    longest = "\U0001f600" * MAX_REST_ID_CHARS  # 4 UTF-8 bytes each: 12 characters encoded
+    with Served(memory, keys=KEYS) as http:
+        spec = http.get("/openapi.json").json()
+        lengths = {s.get("maxLength") for op in spec["paths"].values()
+                   for m in op.values() if isinstance(m, dict)
+                   for p in m.get("parameters", [])
+                   if p["name"] in ("user_id", "agent_id", "run_id")
+                   for s in p["schema"].get("anyOf", [p["schema"]]) if s.get("type") != "null"}
+        assert lengths == {MAX_REST_ID_CHARS}
+        r = http.get(f"/v1/users/{longest}/profile", headers=auth(ADMIN))
+        assert r.status_code == 200, r.text
+        r = http.delete("/v1/memories/", params={"user_id": longest, "agent_id": longest,
+                                                 "run_id": longest}, headers=auth(ADMIN))
+        assert r.status_code == 200, r.text  # mem0's delete_all: three ids in one URL
+        r = http.get(f"/v1/users/{longest}x/profile", headers=auth(ADMIN))
+        assert r.status_code == 422 and r.json()["error"] == "validation_error"
