@@ -82,6 +82,11 @@ class MemoryRecord(BaseModel):
     occurred_at: datetime | None = Field(None, description="When it was said or happened "
                                          "(the message's own `timestamp`), as distinct from "
                                          "`created_at`, when memray stored it.")
+    valid_from: datetime | None = Field(None, description="When it became true, when that "
+                                        "differs from `occurred_at` or `created_at` (a "
+                                        "merge: its earliest member); see `valid_since`.")
+    valid_to: datetime | None = Field(None, description="When a correction superseded it "
+                                      "(the correction's message time, else its storing).")
     reply_to: str = Field("", description="A verbatim memory's start of the turn it "
                           "answers (redacted), kept so a bare reply ('yes, in Paris') "
                           "is found by what it answers.")
@@ -89,6 +94,17 @@ class MemoryRecord(BaseModel):
     embedding_model: str
     content_hash: str
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def valid_since(self) -> datetime:
+        """When it became true: `valid_from`, else the message time, else its storing."""
+        return self.valid_from or self.occurred_at or self.created_at
+
+    def valid_at(self, when: datetime) -> bool:
+        """True at `when`: begun by then, not superseded and not expired before it."""
+        return (self.valid_since <= when
+                and (self.valid_to is None or when < self.valid_to)
+                and (self.expires_at is None or when < self.expires_at))
 
     @property
     def index_text(self) -> str:

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from pydantic import BaseModel, Field
+from pydantic import AwareDatetime, BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Match
@@ -79,7 +79,26 @@ def build_api(memory: Memory, keys: KeySource, *, limits: ApiLimits | None = Non
     app.include_router(user_router)  # profile and doctor (memray/api/user_routes.py)
     app.include_router(ui_router)  # the memory page at /ui (memray/api/ui_routes.py)
     app.include_router(mcp_router(memory, keys))  # MCP over streamable HTTP at /mcp
+    _declare_limits(app)
     return app
+
+
+def _declare_limits(app: FastAPI) -> None:
+    """The OpenAPI document states the operator's `max_messages` as `maxItems` of every
+    add's message list, so a request the schema allows is never a 413 for its count."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        doc = build()
+        most = app.state.limits.max_messages
+        for schema in doc.get("components", {}).get("schemas", {}).values():
+            messages = schema.get("properties", {}).get("messages") or {}
+            for option in messages.get("anyOf", []):
+                if option.get("type") == "array":
+                    option["maxItems"] = most
+        return doc
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _install_metrics(app: FastAPI) -> None:
@@ -182,7 +201,7 @@ async def search(req: s.SearchRequest, key: Key, memory: AsyncMem) -> Any:
     hits = await memory.search(
         req.query, user_id=req.user_id, top_k=req.top_k,
         filters=req.filters.model_dump(mode="json", exclude_none=True) if req.filters else None,
-        threshold=req.threshold, min_version=req.min_version)
+        threshold=req.threshold, min_version=req.min_version, as_of=req.as_of)
     return {"results": hits}
 
 
@@ -191,7 +210,7 @@ async def search(req: s.SearchRequest, key: Key, memory: AsyncMem) -> Any:
 async def context(req: s.ContextRequest, key: Key, memory: AsyncMem) -> Any:
     require_scope(key, req.user_id)
     text = await memory.context(req.query, user_id=req.user_id, session_id=req.session_id,
-                                min_version=req.min_version)
+                                min_version=req.min_version, as_of=req.as_of)
     return {"context": text}
 
 
@@ -200,10 +219,12 @@ async def context(req: s.ContextRequest, key: Key, memory: AsyncMem) -> Any:
 async def list_memories(key: Key, memory: AsyncMem, user_id: s.UserIdQuery,
                         cursor: s.CursorQuery = None,
                         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-                        min_version: MinVersion = None) -> Any:
+                        min_version: MinVersion = None,
+                        as_of: Annotated[AwareDatetime | None,
+                                         Query(description=s.AS_OF)] = None) -> Any:
     require_scope(key, user_id)
     page = await memory.get_all(user_id=user_id, limit=limit, cursor=cursor,
-                                min_version=min_version)
+                                min_version=min_version, as_of=as_of)
     return {"items": page.items, "next_cursor": page.next_cursor}
 
 

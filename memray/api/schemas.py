@@ -43,6 +43,8 @@ StrictBool = Annotated[bool, Field(strict=True)]
 JSON_NUMBER = BeforeValidator(_not_str_or_bool)  # after the bounds, so they stay in the schema
 Version = Annotated[int, Field(ge=0), JSON_NUMBER]
 IsoTime = Annotated[AwareDatetime, BeforeValidator(_iso_only)]
+AS_OF = ("What was true at this time (ISO 8601 with an offset) instead of now: memories "
+         "superseded by a later correction are included while they held, deleted ones never.")
 
 # What `str.strip()` removes (core/validate.py): Unicode White_Space plus U+001C..U+001F.
 # Written out, since `\s` differs between the regex dialects that read this pattern
@@ -227,6 +229,7 @@ class SearchRequest(BaseModel):
                                         "version of the user (from a write's `version`); "
                                         "409 if the log does not reach it within the "
                                         "bounded wait.")
+    as_of: IsoTime | None = Field(None, description=AS_OF)
 
 
 class ContextRequest(BaseModel):
@@ -236,6 +239,8 @@ class ContextRequest(BaseModel):
     query: Text
     session_id: ScopeId | None = None
     min_version: Version | None = Field(None, description="As in search.")
+    as_of: IsoTime | None = Field(None, description=AS_OF + " A fact that stopped holding "
+                                  "says until when.")
 
 
 class UpdateRequest(BaseModel):

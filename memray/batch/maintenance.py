@@ -21,8 +21,9 @@ from memray.batch.runtime import Progress, run_job, summary
 from memray.core.engine import Engine
 from memray.core.memory import Memory
 from memray.core.profile import Profiles, llm_summarizer
+from memray.core.summary import rule_summary
 from memray.maintain.codec import item_to_rows, plan_from_json, plan_to_json, rows_to_item
-from memray.maintain.plan import MaintenanceSettings, Summarizer, plan_user, rule_summary
+from memray.maintain.plan import MaintenanceSettings, Summarizer, plan_user
 from memray.maintain.writer import commit, live_rows
 from memray.models import utcnow
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import Any
 
@@ -110,12 +111,14 @@ class AsyncMemory:
     @tracing.memory_operation("search_memory")
     async def search(self, query: str, *, user_id: str, top_k: int | None = None,
                      filters: dict[str, Any] | None = None, threshold: float | None = None,
-                     min_version: int | None = None) -> list[SearchHit]:
+                     min_version: int | None = None, as_of: datetime | str | None = None,
+                     ) -> list[SearchHit]:
         """`Memory.search`, awaited (same arguments, results and errors)."""
         recall = self.memory._recall
         plan = await asyncio.to_thread(
             recall.plan, query, user_id=user_id, top_k=top_k, filters=filters,
-            threshold=threshold, min_version=min_version, enabled=self.memory.enabled)
+            threshold=threshold, min_version=min_version, as_of=as_of,
+            enabled=self.memory.enabled)
         if plan is None:
             return []
         vector = (await aembed(plan.embedder, [plan.text]))[0]
@@ -123,9 +126,10 @@ class AsyncMemory:
 
     @tracing.memory_operation("search_memory")
     async def context(self, query: str, *, user_id: str, session_id: str | None = None,
-                      min_version: int | None = None) -> str:
+                      min_version: int | None = None, as_of: datetime | str | None = None,
+                      ) -> str:
         """`Memory.context`, awaited."""
-        hits = await self.search(query, user_id=user_id, min_version=min_version)
+        hits = await self.search(query, user_id=user_id, min_version=min_version, as_of=as_of)
         session = [] if session_id is None else await asyncio.to_thread(
             self.memory.session_memories, user_id=user_id, session_id=session_id)
         return prompt_section(hits, session)
@@ -137,10 +141,11 @@ class AsyncMemory:
                                        min_version=min_version)
 
     async def get_all(self, *, user_id: str, limit: int = 100, cursor: str | None = None,
-                      min_version: int | None = None) -> Page:
+                      min_version: int | None = None, as_of: datetime | str | None = None,
+                      ) -> Page:
         """`Memory.get_all`, awaited."""
         return await asyncio.to_thread(self.memory.get_all, user_id=user_id, limit=limit,
-                                       cursor=cursor, min_version=min_version)
+                                       cursor=cursor, min_version=min_version, as_of=as_of)
 
     async def history(self, memory_id: str, *, user_id: str) -> list[MemoryEvent]:
         """`Memory.history`, awaited."""

@@ -10,6 +10,7 @@ the same methods as coroutines.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -26,7 +27,7 @@ from memray.core.engine import Engine
 from memray.core.messages import Message, normalize
 from memray.core.profile import Profile, Profiles, llm_summarizer
 from memray.core.prompt import prompt_section
-from memray.core.recall import Recall
+from memray.core.recall import ONCE_TRUE, Recall
 from memray.core.resolve import Scope
 from memray.embed.base import Embedder
 from memray.models import (
@@ -42,6 +43,7 @@ from memray.models import (
 from memray.settings import Settings, load_settings
 from memray.store.base import VectorStore, Where
 from memray.store.events import EventLog, TurnLog
+from memray.store.rows import to_ms
 
 
 class Memory:
@@ -224,7 +226,8 @@ class Memory:
     @tracing.memory_operation("search_memory")
     def search(self, query: str, *, user_id: str, top_k: int | None = None,
                filters: dict[str, Any] | None = None, threshold: float | None = None,
-               min_version: int | None = None) -> list[SearchHit]:
+               min_version: int | None = None, as_of: datetime | str | None = None,
+               ) -> list[SearchHit]:
         """The user's active memories relevant to `query`, best first.
 
         Candidates from inside the user's partition: the `recall.candidate_k` (or `top_k`,
@@ -238,10 +241,12 @@ class Memory:
         Filters: type, agent_id, session_id, created_after, created_before (aware
         datetimes or ISO strings), min_importance. `min_version` (from a write's result):
         read at least that version of the user's memories, waiting up to
-        `recall.min_version_wait_s`; StaleReadError if not reached.
+        `recall.min_version_wait_s`; StaleReadError if not reached. `as_of` (an aware
+        datetime or ISO string): what was true then instead, superseded memories included
+        while they held (`valid_since` .. `valid_to`), never deleted ones.
         """
         plan = self._recall.plan(query, user_id=user_id, top_k=top_k, filters=filters,
-                                 threshold=threshold, min_version=min_version,
+                                 threshold=threshold, min_version=min_version, as_of=as_of,
                                  enabled=self.enabled)
         if plan is None:
             return []
@@ -249,10 +254,11 @@ class Memory:
 
     @tracing.memory_operation("search_memory")
     def context(self, query: str, *, user_id: str, session_id: str | None = None,
-                min_version: int | None = None) -> str:
+                min_version: int | None = None, as_of: datetime | str | None = None) -> str:
         """A prompt section of the memories `search` recalls, plus this session's
-        session-only facts when `session_id` is given; "" when none apply."""
-        hits = self.search(query, user_id=user_id, min_version=min_version)
+        session-only facts when `session_id` is given; "" when none apply. With `as_of`,
+        a fact that stopped holding says until when."""
+        hits = self.search(query, user_id=user_id, min_version=min_version, as_of=as_of)
         session = self.session_memories(user_id=user_id, session_id=session_id) \
             if session_id is not None else []
         return prompt_section(hits, session)
@@ -270,14 +276,21 @@ class Memory:
 
     @tracing.memory_operation("search_memory")
     def get_all(self, *, user_id: str, limit: int = 100, cursor: str | None = None,
-                min_version: int | None = None) -> Page:
+                min_version: int | None = None, as_of: datetime | str | None = None) -> Page:
         """The user's memories (any status) in creation order, `limit` (1..1000) a page.
-        `min_version`: as in `search`."""
+        `min_version`: as in `search`. `as_of`: only what was true then (as in `search`)."""
         uid = validate.user_id(user_id)
         size = validate.positive_int(limit, "limit", 1000)
         after = None if cursor is None else validate.memory_id(cursor)
+        when = None if as_of is None else validate.moment(as_of, "as_of")
         store = self._backend.live.store
         self._recall.current(uid, min_version, store)
+        if when is not None:
+            held = sorted((r for r in store.query(uid, Where(
+                after_id=after, statuses=ONCE_TRUE, alive_at_ms=to_ms(when)))
+                if r.valid_at(when)), key=lambda r: r.id)
+            return Page(items=held[:size],
+                        next_cursor=held[size - 1].id if len(held) > size else None)
         ids = store.list_ids(uid, Where(after_id=after))
         page = ids[:size]
         records = sorted(store.query(uid, Where(ids=tuple(page))), key=lambda r: r.id) \

@@ -12,14 +12,18 @@ HEADER = (
 
 
 def prompt_section(hits: list[SearchHit], session: list[MemoryRecord] | None = None) -> str:
-    """One memory a line as `- (YYYY-MM-DD) content`, session-only facts marked
+    """One memory a line as `- (YYYY-MM-DD) content`, a fact that a correction
+    superseded (an `as_of` read) ending `(until YYYY-MM-DD)`, session-only facts marked
     `(this session)`; an empty string when nothing applies."""
     if not hits and not session:
         return ""
     lines = [HEADER]
     for m in [h.memory for h in hits]:
-        day = m.last_confirmed_at.date().isoformat()
-        lines.append(f"- ({day}) {' '.join(m.content.split())}")
+        if m.valid_to is None:
+            day, until = m.last_confirmed_at.date().isoformat(), ""
+        else:  # held from when it became true until the correction
+            day, until = m.valid_since.date().isoformat(), f" (until {m.valid_to.date()})"
+        lines.append(f"- ({day}) {' '.join(m.content.split())}{until}")
     for m in session or []:
         lines.append(f"- (this session) {' '.join(m.content.split())}")
     return "\n".join(lines)

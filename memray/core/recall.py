@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from memray.core import search_filters, validate
@@ -27,6 +28,10 @@ from memray.store.events import EventLog
 from memray.store.rows import to_ms
 
 ACTIVE = (MemoryStatus.ACTIVE.value,)
+# What can have been true at an earlier time: active memories and superseded ones (a
+# memory's `valid_at` decides); never deleted, merged (the summary stands for them) or
+# candidates (never confirmed).
+ONCE_TRUE = (MemoryStatus.ACTIVE.value, MemoryStatus.SUPERSEDED.value)
 Searcher = Callable[[Vector, int, Where], list[tuple[MemoryRecord, float]]]
 
 
@@ -43,6 +48,7 @@ class SearchPlan:
     store: VectorStore
     hot: HotSet | None
     version: int
+    as_of: datetime | None = None
 
 
 class Recall:
@@ -51,24 +57,29 @@ class Recall:
 
     def plan(self, query: str, *, user_id: str, top_k: int | None = None,
              filters: dict[str, Any] | None = None, threshold: float | None = None,
-             min_version: int | None = None, enabled: bool = True) -> SearchPlan | None:
+             min_version: int | None = None, as_of: object = None,
+             enabled: bool = True) -> SearchPlan | None:
         """`Memory.search` up to its query embedding: the arguments checked and the user's
-        version read (None: memory is disabled). `found` does the rest with the vector."""
+        version read (None: memory is disabled). `found` does the rest with the vector.
+        `as_of`: what was true then, read from the store (the hot set holds only what is
+        active now)."""
         cfg = self._backend.config
         uid = validate.user_id(user_id)
         text = validate.content(query, cfg.max_content_chars)
         cap = validate.positive_int(top_k if top_k is not None else cfg.recall.max_results,
                                     "top_k", 1024)
         floor = None if threshold is None else validate.similarity(threshold, "threshold")
-        where = Where(statuses=ACTIVE, alive_at_ms=to_ms(utcnow()),
-                      **search_filters.parse(filters))
+        when = None if as_of is None else validate.moment(as_of, "as_of")
+        where = Where(statuses=ACTIVE if when is None else ONCE_TRUE,
+                      alive_at_ms=to_ms(when or utcnow()), **search_filters.parse(filters))
         if not enabled:
             return None
         self._backend.live  # noqa: B018 - opens on first use
         self._backend.follow_model()
         embedder, store, hot = self._backend.live
         version = self.current(uid, min_version, store)
-        return SearchPlan(uid, text, cap, floor, where, embedder, store, hot, version)
+        return SearchPlan(uid, text, cap, floor, where, embedder, store,
+                          hot if when is None else None, version, when)
 
     def found(self, plan: SearchPlan, vector: Vector) -> list[SearchHit]:
         """The rest of a search once `plan.text` is embedded: candidates, the relevance
@@ -77,6 +88,9 @@ class Recall:
         recall = self._backend.config.recall
         uid, text, cap, where = plan.uid, plan.text, plan.cap, plan.where
         search = _searcher(plan.store, events, uid, plan.hot, plan.version)
+        if plan.as_of is not None:
+            search = _valid_at(search, plan.as_of)
+        now = plan.as_of or utcnow()
         limit = max(recall.candidate_k, cap)
         keyword: dict[str, float] = {}
         hybrid = None
@@ -95,12 +109,12 @@ class Recall:
         topic_ids = frozenset(r.id for r, _ in candidates
                               if topics and topics & topics_of(r))
         if plan.floor is not None:  # a plain floor, no exceptions; topic matches rank up
-            return rank([c for c in candidates if c[1] >= plan.floor], recall, now=utcnow(),
+            return rank([c for c in candidates if c[1] >= plan.floor], recall, now=now,
                         threshold=plan.floor, cap=cap, intent_ids=topic_ids, keyword=keyword)
         evidence = Evidence(readable=background(plan.embedder, vector) < recall.background_max,
                             topic_ids=topic_ids, keyword=keyword,
                             query_terms=content_terms(text))
-        return rank(decide(candidates, recall, evidence), recall, now=utcnow(),
+        return rank(decide(candidates, recall, evidence), recall, now=now,
                     threshold=-1.0, cap=cap, intent_ids=topic_ids, keyword=keyword)
 
     def _topic_candidates(self, search: Searcher, vector: Vector, where: Where,
@@ -170,6 +184,15 @@ def _loader(store: VectorStore, events: EventLog,
         return store.rows(uid, Where(statuses=ACTIVE))
 
     return load
+
+
+def _valid_at(search: Searcher, when: datetime) -> Searcher:
+    """`search` keeping what was true at `when`. Superseded memories share the candidate
+    budget, so it asks for twice as many."""
+    def valid(vec: Vector, k: int, where: Where) -> list[tuple[MemoryRecord, float]]:
+        return [(r, sim) for r, sim in search(vec, 2 * k, where) if r.valid_at(when)][:k]
+
+    return valid
 
 
 def _searcher(store: VectorStore, events: EventLog, uid: str, hot: HotSet | None,

@@ -197,13 +197,13 @@ class Resolver:
             return
         for rec in rivals:
             if rec.slot == opposite:
-                self._supersede(scope.user_id, rec, plan, now, stored)
+                self._supersede(scope, rec, plan, now, stored)
         if same and is_single_valued(fact.slot):
             if any(r.content_hash == content_hash(fact.content) for r in same):
                 self._confirm(scope.user_id, same[0], fact, vec, plan, now, stored)
                 return
             for rec in same:
-                self._supersede(scope.user_id, rec, plan, now, stored)
+                self._supersede(scope, rec, plan, now, stored)
             self._add(scope, fact, vec, plan, now)
             return
         if same:
@@ -212,7 +212,7 @@ class Resolver:
         match = self._match_by_similarity(fact, related)
         if match is not None:
             if fact.correction and match.content_hash != content_hash(fact.content):
-                self._supersede(scope.user_id, match, plan, now, stored)
+                self._supersede(scope, match, plan, now, stored)
                 self._add(scope, fact, vec, plan, now)
             else:
                 self._confirm(scope.user_id, match, fact, vec, plan, now, stored)
@@ -240,7 +240,7 @@ class Resolver:
                 self._add(scope, fact, vec, plan, now)
             return
         if fact.op == "UPDATE":
-            self._supersede(scope.user_id, target, plan, now, stored)
+            self._supersede(scope, target, plan, now, stored)
             self._add(scope, fact, vec, plan, now)
         elif fact.op == "DELETE":
             plan.delete(target, now, "extractor: delete")
@@ -268,11 +268,15 @@ class Resolver:
         vec: Vector = self._embedder.embed([rec.index_text])[0]  # the store lags the log
         return vec
 
-    def _supersede(self, uid: str, rec: MemoryRecord, plan: ChangeSet, now: datetime,
+    def _supersede(self, scope: Scope, rec: MemoryRecord, plan: ChangeSet, now: datetime,
                    stored: dict[str, Vector]) -> None:
+        """`rec` stops being true when the correction was said (its message time, else
+        now): what `as_of` reads later."""
         if rec.status == MemoryStatus.SUPERSEDED or rec.id in plan.deletes:
             return
-        new = rec.model_copy(update={"status": MemoryStatus.SUPERSEDED, "updated_at": now})
+        until = max(scope.occurred_at or now, rec.valid_since)
+        new = rec.model_copy(update={"status": MemoryStatus.SUPERSEDED, "updated_at": now,
+                                     "valid_to": until})
         plan.put(new, self._existing_vector(rec, plan, stored), rec, now, "superseded")
 
     def _confirm(self, uid: str, rec: MemoryRecord, fact: Fact, vec: Vector, plan: ChangeSet,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from memray.core.ids import is_memory_id
@@ -119,3 +120,15 @@ def similarity(value: object, name: str) -> float:
     if not -1.0 <= float(value) <= 1.0:
         raise InvalidInputError(f"{name} must be in -1..1, got {value!r}")
     return float(value)
+
+
+def moment(value: object, name: str) -> datetime:
+    """A timezone-aware datetime, or an ISO 8601 string of one."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError as exc:
+            raise InvalidInputError(f"{name} is not an ISO 8601 time: {value!r}") from exc
+    if not isinstance(value, datetime) or value.tzinfo is None:
+        raise InvalidInputError(f"{name} must be a timezone-aware datetime, got {value!r}")
+    return value

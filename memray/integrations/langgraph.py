@@ -32,6 +32,7 @@ not to an application's own items.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -110,6 +111,15 @@ class MemrayStore(BaseStore):
         self._fields = None if text_fields is None else [
             (f, tokenize_path(f)) for f in text_fields]
         self._type = memory_type
+        self._when: datetime | None = None
+
+    def as_of(self, when: datetime | str) -> MemrayStore:
+        """A read-only view of the items as they were at `when` (an aware datetime or ISO
+        string): an item's value then, from its history; items put later, or deleted
+        since (deletion purges history), are absent. Searches rank by today's text."""
+        view = copy.copy(self)
+        view._when = validate.moment(when, "as_of")
+        return view
 
     # -- the BaseStore contract ----------------------------------------------------------
     def batch(self, ops: Iterable[Op]) -> list[Result]:
@@ -119,6 +129,8 @@ class MemrayStore(BaseStore):
         puts: list[PutOp] = []
         for op in ops:
             validate_op_namespace(op)
+            if isinstance(op, PutOp) and self._when is not None:
+                raise InvalidInputError("an as_of view of the store is read-only")
             if isinstance(op, PutOp):
                 puts.append(op)
                 results.append(None)
@@ -168,8 +180,10 @@ class MemrayStore(BaseStore):
     # -- get -----------------------------------------------------------------------------
     def _get(self, op: GetOp) -> Item | None:
         place = self._place(op.namespace)
-        record = self._memory.get(_item_id(place.namespace, op.key), user_id=place.user_id)
-        if record is None or not _live(record) or _where(record) != (place.namespace, op.key):
+        record = self._then(self._memory.get(_item_id(place.namespace, op.key),
+                                             user_id=place.user_id))
+        if record is None or not _live(record, self._when) \
+                or _where(record) != (place.namespace, op.key):
             return None
         namespace, key = _where(record)
         return Item(namespace=namespace, key=key, value=_value(record),
@@ -254,9 +268,20 @@ class MemrayStore(BaseStore):
             found = self._ranked(place, op.query, _MAX_TOP_K if narrowed else want)
         else:
             found = [(r, None) for r in self._listed(place)]
-        kept = [(r, score) for r, score in found
-                if _under(r, place.namespace) and _matches(_value(r), op.filter)]
+        then = [(self._then(r), score) for r, score in found]
+        kept = [(r, score) for r, score in then
+                if r is not None and _under(r, place.namespace)
+                and _matches(_value(r), op.filter)]
         return [_item(r, score) for r, score in kept[op.offset:op.offset + op.limit]]
+
+    def _then(self, record: MemoryRecord | None) -> MemoryRecord | None:
+        """The item as it was at the view's time (as it is now, outside a view)."""
+        if record is None or self._when is None:
+            return record
+        when = self._when
+        versions = [e.memory for e in self._memory.history(record.id, user_id=record.user_id)
+                    if e.at <= when and e.op != "DELETE" and e.memory is not None]
+        return versions[-1] if versions else None
 
     def _scope(self, place: _Place) -> dict[str, str]:
         scope = {"session_id": SESSION}
@@ -269,7 +294,8 @@ class MemrayStore(BaseStore):
         """Ranked by memray's recall (similarity, keywords, topics, importance, recency),
         every item a candidate (no relevance cut: LangGraph returns the top k)."""
         hits = self._memory.search(query, user_id=place.user_id, top_k=min(k, _MAX_TOP_K),
-                                   filters=self._scope(place), threshold=-1.0)
+                                   filters=self._scope(place), threshold=-1.0,
+                                   as_of=self._when)
         return [(h.memory, h.score) for h in hits if _item_of(h.memory)]
 
     def _listed(self, place: _Place) -> list[MemoryRecord]:
@@ -329,9 +355,10 @@ def _item_of(record: MemoryRecord) -> bool:
     return isinstance(record.metadata.get(META), dict)
 
 
-def _live(record: MemoryRecord) -> bool:
+def _live(record: MemoryRecord, when: datetime | None = None) -> bool:
     expires = record.expires_at
-    return record.status == MemoryStatus.ACTIVE and (expires is None or expires > utcnow())
+    return record.status == MemoryStatus.ACTIVE and (expires is None
+                                                     or expires > (when or utcnow()))
 
 
 def _where(record: MemoryRecord) -> tuple[tuple[str, ...], str]:

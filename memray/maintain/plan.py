@@ -149,6 +149,7 @@ def _merged(user_id: str, originals: list[MemoryRecord], now: datetime, s: Maint
         source=MemorySource.INFERRED,
         source_turn_ids=tuple(dict.fromkeys(t for r in ordered for t in r.source_turn_ids)),
         source_excerpt=content[:200], created_at=first.created_at, updated_at=now,
+        valid_from=min(r.valid_since for r in ordered),
         last_confirmed_at=max(r.last_confirmed_at for r in ordered), consent=2,
         embedding_model=first.embedding_model, content_hash=content_hash(content),
         # The base keeps decay continuous: the summary decays like its strongest original.

@@ -53,9 +53,11 @@ def allow_all(request: Any, user_id: str) -> None:
 
 def record_view(record: MemoryRecord) -> dict[str, Any]:
     """What a tool shows of a memory (no hashes, vectors or provenance internals)."""
-    return record.model_dump(mode="json", include={
+    view = record.model_dump(mode="json", include={
         "id", "content", "type", "status", "importance", "confidence", "agent_id",
         "session_id", "created_at", "updated_at", "expires_at", "metadata"})
+    return {**view, "valid_from": record.valid_since.isoformat(),
+            "valid_to": record.valid_to.isoformat() if record.valid_to else None}
 
 
 def _event_view(event: MemoryEvent) -> dict[str, Any]:
@@ -66,6 +68,11 @@ def _event_view(event: MemoryEvent) -> dict[str, Any]:
             if event.op == "UPDATE" and event.previous is not None else None,
             "at": event.at.isoformat(), "version": event.version,
             **({"receipt": event.receipt.model_dump(mode="json")} if event.receipt else {})}
+
+
+AsOf = Annotated[str | None, Field(description="An ISO 8601 time with an offset, e.g. "
+                                  "2024-06-01T00:00:00Z: what was true then instead of now "
+                                  "(facts a later correction replaced, while they held).")]
 
 
 def _hit_view(hit: SearchHit) -> dict[str, Any]:
@@ -132,6 +139,7 @@ class MemoryTools:
             memory_type: Annotated[str | None, Field(description="Only memories of this type: "
                                               "identity, preference, constraint, fact, "
                                               "task_state, behavior, summary, message.")] = None,
+            as_of: AsOf = None,
     ) -> dict[str, Any]:
         """Recall the user's memories relevant to a query, best first, each with its
         similarity (cosine, -1..1) and dates. Irrelevant memories are left out, so an empty
@@ -139,18 +147,20 @@ class MemoryTools:
         filters = {"type": memory_type} if memory_type else None
         return await self._run(ctx, user_id, lambda: {"results": [
             _hit_view(h) for h in self._memory.search(query, user_id=user_id, top_k=top_k,
-                                                       filters=filters)]})
+                                                       filters=filters, as_of=as_of)]})
 
     async def get_memories(
             self, user_id: UserId, ctx: Context,
             limit: Annotated[int, Field(ge=1, le=200, description="Page size.")] = 20,
             cursor: Annotated[str | None, Field(description="next_cursor of the previous "
                                                 "page; omit for the first page.")] = None,
+            as_of: AsOf = None,
     ) -> dict[str, Any]:
         """List all of the user's memories (any status), oldest first, one page at a time.
         Returns items and next_cursor (null on the last page)."""
         def page() -> dict[str, Any]:
-            got = self._memory.get_all(user_id=user_id, limit=limit, cursor=cursor)
+            got = self._memory.get_all(user_id=user_id, limit=limit, cursor=cursor,
+                                       as_of=as_of)
             return {"items": [record_view(r) for r in got.items],
                     "next_cursor": got.next_cursor}
         return await self._run(ctx, user_id, page)

@@ -53,6 +53,8 @@ def to_row(record: MemoryRecord) -> dict[str, Any]:
             "metadata": record.metadata,
             **({"occurred_at": to_ms(record.occurred_at)} if record.occurred_at else {}),
             **({"reply_to": record.reply_to} if record.reply_to else {}),
+            **({"valid_from": to_ms(record.valid_from)} if record.valid_from else {}),
+            **({"valid_to": to_ms(record.valid_to)} if record.valid_to else {}),
         },
     }
 
@@ -83,4 +85,6 @@ def from_row(row: dict[str, Any]) -> MemoryRecord:
         metadata=payload.get("metadata", {}),
         occurred_at=from_ms(payload.get("occurred_at", 0)),
         reply_to=payload.get("reply_to", ""),
+        valid_from=from_ms(payload.get("valid_from", 0)),
+        valid_to=from_ms(payload.get("valid_to", 0)),
     )

@@ -129,6 +129,10 @@ def test_rest_ids_are_bounded_as_declared_and_the_longest_fits_the_url(memory: M
                    if p["name"] in ("user_id", "agent_id", "run_id")
                    for s in p["schema"].get("anyOf", [p["schema"]]) if s.get("type") != "null"}
         assert lengths == {MAX_REST_ID_CHARS}
+        bodies = spec["components"]["schemas"]
+        assert {o.get("maxItems") for name in ("AddRequest", "Mem0AddBody")
+                for o in bodies[name]["properties"]["messages"]["anyOf"]
+                if o.get("type") == "array"} == {5}  # this server's max_messages
         r = http.get(f"/v1/users/{longest}/profile", headers=auth(ADMIN))
         assert r.status_code == 200, r.text
         r = http.delete("/v1/memories/", params={"user_id": longest, "agent_id": longest,

@@ -24,7 +24,7 @@ from langgraph.store.base import (
 
 from memray import Memory, MemoryConfig
 from memray.embed.cache import CachedEmbedder
-from memray.errors import ConfigError
+from memray.errors import ConfigError, InvalidInputError
 from memray.integrations.langgraph import MemrayStore
 from memray.maintain.plan import MaintenanceSettings, plan_user
 from memray.models import MemoryStatus, utcnow
@@ -223,3 +223,31 @@ def test_items_are_pinned_against_nightly_decay_and_merge(memory: Memory) -> Non
     # what pinning prevents:
     assert plan_user("u1", unpinned, utcnow(), MaintenanceSettings()).merges
     assert all(r.record.status == MemoryStatus.ACTIVE for r in rows)
+
+
+def test_an_as_of_view_reads_items_as_they_were(memory: Memory) -> None:
+    store = MemrayStore(memory)
+    ns = ("memories", "u1")
+    store.put(ns, "home", {"content": "I live in Shanghai"})
+    mid = memory.get_all(user_id="u1").items[0].id
+    first = memory.history(mid, user_id="u1")[0].at
+    while utcnow() <= first:  # the next put must be recorded at a later millisecond
+        pass
+    store.put(ns, "home", {"content": "I live in Hangzhou"})
+    assert memory.history(mid, user_id="u1")[-1].at > first
+    store.put(ns, "pet", {"content": "I have a cat"})
+    then = store.as_of(first)
+    item = then.get(ns, "home")
+    assert item is not None and item.value == {"content": "I live in Shanghai"}
+    assert then.get(ns, "pet") is None  # put later
+    assert [i.value["content"] for i in then.search(ns, query="Where do I live?")] == [
+        "I live in Shanghai"]
+    assert [i.key for i in then.search(ns)] == ["home"]
+    now = store.get(ns, "home")
+    assert now is not None and now.value == {"content": "I live in Hangzhou"}
+    with pytest.raises(InvalidInputError, match="read-only"):
+        then.put(ns, "home", {"content": "I live in Paris"})
+    store.delete(ns, "home")
+    assert store.as_of(first).get(ns, "home") is None  # deleted: no history to read
+    with pytest.raises(InvalidInputError, match="as_of"):
+        store.as_of("yesterday")
