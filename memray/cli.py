@@ -118,6 +118,8 @@ def _parser() -> argparse.ArgumentParser:
     kn.add_argument("--user-prefix", default=None, help="the key may act for every user id "
                     "with this prefix")
     kn.add_argument("--admin", action="store_true", help="the key may act for every user")
+    keys.add_parser("master", help="print a new master key for security.encryption (base64 "
+                    "of 32 random bytes: put it in a file, a secret or MEMRAY_MASTER_KEY)")
     sub.add_parser("jobs", help="batch jobs on Ray Data: `memray jobs backfill|maintenance|"
                    "migrate --help`", description="Batch jobs on Ray Data:\n"
                    "  backfill     import conversation logs (JSONL/Parquet) as memories\n"
@@ -175,6 +177,13 @@ def _bench_parser(sub: Any) -> None:
     m0.add_argument("--users", type=int, default=20)
     m0.add_argument("--per-user", type=int, default=50)
     m0.add_argument("--queries", type=int, default=200)
+    en = bench.add_parser("encryption", help="crypto-shredding's cost: verbatim adds and "
+                          "searches, plain vs encrypted, and the cipher alone")
+    en.add_argument("--users", type=int, default=10)
+    en.add_argument("--per-user", type=int, default=50)
+    en.add_argument("--queries", type=int, default=200)
+    en.add_argument("--rounds", type=int, default=4, help="plain/encrypted pairs, who goes "
+                    "first alternating (default 4); medians are reported")
     _bench_serve_parser(bench)
     _bench_embed_parser(bench)
     so = bench.add_parser("soak", help="mixed traffic against `memray api` (or `memray "
@@ -251,7 +260,7 @@ def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
         print(__version__)
         return 0
     benches = {"locomo": bench_locomo, "serve": bench_serve, "embed": bench_embed,
-               "soak": bench_soak}
+               "soak": bench_soak, "encryption": bench_encryption}
     if args.command == "bench" and args.bench in benches:
         return benches[args.bench](args)
     if args.command == "bench" and args.bench in ("ingest", "migrate"):
@@ -421,10 +430,25 @@ def api(args: argparse.Namespace) -> int:
     return 0
 
 
+def bench_encryption(args: argparse.Namespace) -> int:
+    from memray.bench.encryption import EncryptionBenchArgs
+    from memray.bench.encryption import run as run_encryption
+
+    print(json.dumps(run_encryption(EncryptionBenchArgs(
+        users=args.users, per_user=args.per_user, queries=args.queries,
+        rounds=args.rounds)), indent=2))
+    return 0
+
+
 def new_key(args: argparse.Namespace) -> int:
     from memray.api.auth import ApiKey, hash_key
     from memray.api.auth import new_key as make_key
 
+    if args.keys == "master":
+        from memray.crypto.keys import new_master_key
+
+        print(new_master_key())
+        return 0
     if not (args.user or args.user_prefix or args.admin):
         print("memray keys new: a key must name what it may act for: --user ID (repeat), "
               "--user-prefix PREFIX or --admin", file=sys.stderr)

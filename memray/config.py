@@ -230,6 +230,33 @@ class TracingConfig(BaseModel):
         "MEMRAY_TRACING_CONTENT (default off).")
 
 
+class EncryptionConfig(BaseModel):
+    """Encryption at rest with per-user data keys (memray/crypto/): memory content,
+    excerpts, history and logged turns are AES-GCM encrypted; `delete_all` destroys the
+    user's key, so any copy left anywhere is unreadable. Off by default."""
+
+    model_config = _STRICT
+
+    enabled: bool = Field(False, description="Encrypt at rest; needs a master key.")
+    master_key_file: str | None = Field(None, description="A file holding the master key "
+                                        "(base64 of 32 random bytes: `memray keys master`).")
+    k8s_secret_dir: str | None = Field(None, description="Where a Kubernetes secret holding "
+                                       "the master key is mounted (the pod's volume).")
+    k8s_secret_key: str = Field("master-key", description="The secret's key (file name).")
+    previous_key_files: list[str] = Field(default_factory=list, description="Master keys "
+                                          "being rotated out: data keys wrapped by them "
+                                          "are re-wrapped under the current one on open.")
+    key_cache_s: float = Field(30.0, ge=0, description="How long a process keeps a data key "
+                               "it read; another process's shredding takes effect here "
+                               "within this time.")
+
+
+class SecurityConfig(BaseModel):
+    model_config = _STRICT
+
+    encryption: EncryptionConfig = Field(default_factory=EncryptionConfig)
+
+
 class MemoryConfig(BaseModel):
     """Everything `Memory` needs. Every field has a working embedded default."""
 
@@ -244,6 +271,7 @@ class MemoryConfig(BaseModel):
     recall: RecallConfig = Field(default_factory=RecallConfig)
     write: WriteConfig = Field(default_factory=WriteConfig)
     tracing: TracingConfig = Field(default_factory=TracingConfig)
+    security: SecurityConfig = Field(default_factory=SecurityConfig)
     max_content_chars: int = Field(2000, gt=0, description="Longest memory content accepted.")
     max_messages: int = Field(1000, gt=0, description="Most messages one add() accepts.")
 

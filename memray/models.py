@@ -232,6 +232,9 @@ class DeletionReceipt(BaseModel):
                            "of it (every `remaining` is 0).")
     error: str | None = Field(None, description="Why a store could not be re-read (the "
                               "deletion is committed and will be applied; not verified).")
+    shredded: bool = Field(False, description="With encryption on, `delete_all` destroyed "
+                           "the user's data key: every copy of what was sealed under it, "
+                           "anywhere, is unreadable.")
     digest: str = ""
 
     @property

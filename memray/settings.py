@@ -20,6 +20,10 @@ class Settings(BaseSettings):
                           "(needs the otel extra), where config leaves tracing.enabled unset.")
     tracing_content: bool = Field(False, description="MEMRAY_TRACING_CONTENT=true: content "
                                   "on spans, where config leaves tracing.capture_content unset.")
+    master_key: str | None = Field(None, description="MEMRAY_MASTER_KEY: the master key "
+                                   "(base64 of 32 bytes) that wraps the per-user data keys, "
+                                   "where security.encryption names no file or secret.",
+                                   repr=False)
 
 
 def load_settings() -> Settings:

@@ -61,6 +61,10 @@ def _target_config(args: MigrateArgs, mem: Memory, engine: Engine) -> EmbedderCo
 
 
 def _run(args: MigrateArgs, mem: Memory) -> dict[str, Any]:
+    if mem.config.security.encryption.enabled:
+        # The copy would write the new collection without the cipher (plain text).
+        raise ConfigError("migrating an encrypted store is not supported yet: turn "
+                          "security.encryption off only on a copy, or keep the model")
     engine = mem.engine()
     new_cfg = _target_config(args, mem, engine)
     new_embedder = build_embedder(MemoryConfig(embedder=new_cfg))

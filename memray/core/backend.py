@@ -28,6 +28,9 @@ from memray.core.profile import Profiles
 from memray.core.session import SessionMemory
 from memray.core.versions import OutboxDrainer, SeenVersions
 from memray.core.writepath import WritePath
+from memray.crypto.cipher import UserCipher
+from memray.crypto.sealed import SealedLog, SealedStore
+from memray.crypto.setup import build_cipher
 from memray.embed.base import Embedder
 from memray.errors import ConfigError, ModelChangedError, StoreError
 from memray.settings import Settings
@@ -71,6 +74,7 @@ class Backend:
         self._gate = WriteGate()
         self._open_lock = threading.Lock()
         self._drainer: OutboxDrainer | None = None
+        self._cipher: UserCipher | None = None
         self.seen = SeenVersions()
         # An injected embedder (a Serve embedding deployment) cannot be rebuilt here: such
         # a process keeps its model until it is redeployed with the new one.
@@ -127,14 +131,27 @@ class Backend:
             store.open()
             try:
                 events.open()
+                self._cipher = build_cipher(self.config.security.encryption, self.settings,
+                                            events)
             except Exception:
                 store.close()
+                events.close()
                 raise
+            if self._cipher is not None:
+                store, events = self._sealed(store), SealedLog(events, self._cipher)
             self._install(events, embedder, store)
             self.committer.drain()
             self._recover_if_crashed(store, events)
             self._drainer = OutboxDrainer(self._drain_now, self.config.store.outbox_retry_s)
             self._drainer.start()
+
+    def _sealed(self, store: VectorStore) -> VectorStore:
+        """`store` through the cipher when encryption is on (memray/crypto/sealed.py)."""
+        return store if self._cipher is None else SealedStore(store, self._cipher)
+
+    @property
+    def encrypted(self) -> bool:
+        return self.config.security.encryption.enabled
 
     def _check_dim(self, embedder: Embedder) -> None:
         wanted, dim = self.config.embedder.dim, embedder.dim
@@ -199,7 +216,8 @@ class Backend:
         writer = build_write_path(self.config, store=store, events=events,
                                   committer=committer, embedder=embedder,
                                   sessions=self.sessions)
-        committer.deletions = Deletions(store, events, embedder, hot, self._refresh_profile)
+        committer.deletions = Deletions(store, events, embedder, hot, self._refresh_profile,
+                                        shred=self._cipher.shred if self._cipher else None)
         self._embedder = embedder
         self._open = _Open(events, committer, writer, Live(embedder, store, hot))
 
@@ -266,7 +284,7 @@ class Backend:
         store = build_store(config, self.settings, model=embedder.model, dim=embedder.dim)
         store.open()
         try:
-            self.switch(embedder, store, lambda: None, config=config)
+            self.switch(embedder, self._sealed(store), lambda: None, config=config)
         except StoreError as exc:  # e.g. old-model writes still queued: next check retries
             store.close()
             log.warning("not switching to %s yet: %s", live.model, exc)

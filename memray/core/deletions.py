@@ -54,9 +54,10 @@ class Deletions:
 
     def __init__(self, store: VectorStore, events: EventLog, embedder: Embedder,
                  hot: HotSet | None, refresh_profile: Callable[[str], None], *,
+                 shred: Callable[[str], bool] | None = None,
                  summary_chars: int = SUMMARY_CHARS) -> None:
         self._store, self._events, self._embedder, self._hot = store, events, embedder, hot
-        self._refresh_profile, self._chars = refresh_profile, summary_chars
+        self._refresh_profile, self._chars, self._shred = refresh_profile, summary_chars, shred
 
     # -- cascade ----------------------------------------------------------------------------
     def expand(self, changes: ChangeSet) -> None:
@@ -188,12 +189,15 @@ class Deletions:
             after, error = before, f"could not re-read: {exc}"
         stores = {name: StoreCheck(removed=before[name], remaining=after[name])
                   for name in STORES}
+        # Last: any copy the re-reads could not see (a replica, a backup, a row a bug
+        # missed) was sealed under this key.
+        shredded = bool(changes.delete_user and self._shred is not None and self._shred(uid))
         receipt = DeletionReceipt(
             id=new_id(), user_id=uid, kind="delete_all" if changes.delete_user else changes.kind,
             at=utcnow(), memory_ids=[i for i in ids if i not in derived],
             derived=list(changes.derived), stores=stores,
             verified=error is None and all(c.remaining == 0 for c in stores.values()),
-            error=error).sealed()
+            error=error, shredded=shredded).sealed()
         self._events.record_receipt(uid, receipt.id, to_ms(receipt.at),
                                     receipt.model_dump_json())
         return receipt

@@ -64,6 +64,16 @@ class Tombstone:
 
 
 @dataclass(frozen=True)
+class DataKey:
+    """A user's data key as the log keeps it: wrapped (encrypted) by a master key, never
+    in the clear (memray/crypto/)."""
+
+    key_id: str
+    wrapped: bytes
+    master_id: str
+
+
+@dataclass(frozen=True)
 class Pending:
     seq: int
     op: StoreOp
@@ -184,6 +194,22 @@ class JobState(Protocol):
 
     def receipts(self, user_id: str) -> list[str]:
         """The user's deletion receipts (JSON), oldest first."""
+
+    def data_key(self, user_id: str) -> DataKey | None:
+        """The user's wrapped data key, if one exists (encryption on, not shredded)."""
+
+    def add_data_key(self, user_id: str, key: DataKey) -> DataKey:
+        """Keep `key` as the user's data key unless one exists; the one kept (two
+        processes creating a key at once agree on one)."""
+
+    def drop_data_key(self, user_id: str) -> bool:
+        """Destroy the user's data key (crypto-shredding); False if there was none."""
+
+    def data_keys(self) -> list[tuple[str, DataKey]]:
+        """Every (user_id, data key), for re-wrapping under a new master key."""
+
+    def rewrap_data_key(self, user_id: str, key: DataKey) -> None:
+        """Replace the wrapping of the user's key `key.key_id` (not its value)."""
 
 
 class EventLog(ChangeLog, TurnLog, JobState, Protocol):

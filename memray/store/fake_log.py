@@ -15,6 +15,7 @@ from memray.errors import StoreError
 from memray.models import MemoryEvent
 from memray.store.events import (
     AddJob,
+    DataKey,
     OpKind,
     Pending,
     StoreOp,
@@ -90,6 +91,7 @@ class InMemoryEventLog:
         self._meta: dict[str, str] = {}
         self._jobs: dict[str, _Job] = {}
         self._receipts: list[tuple[str, str, int, str]] = []
+        self._keys: dict[str, DataKey] = {}
 
     def open(self) -> None:
         """Nothing to open."""
@@ -293,6 +295,27 @@ class InMemoryEventLog:
         with self._lock:
             if all(r[0] != receipt_id for r in self._receipts):
                 self._receipts.append((receipt_id, user_id, at_ms, body))
+
+    def data_key(self, user_id: str) -> DataKey | None:
+        with self._lock:
+            return self._keys.get(user_id)
+
+    def add_data_key(self, user_id: str, key: DataKey) -> DataKey:
+        with self._lock:
+            return self._keys.setdefault(user_id, key)
+
+    def drop_data_key(self, user_id: str) -> bool:
+        with self._lock:
+            return self._keys.pop(user_id, None) is not None
+
+    def data_keys(self) -> list[tuple[str, DataKey]]:
+        with self._lock:
+            return sorted(self._keys.items(), key=lambda kv: kv[0])
+
+    def rewrap_data_key(self, user_id: str, key: DataKey) -> None:
+        with self._lock:
+            if user_id in self._keys and self._keys[user_id].key_id == key.key_id:
+                self._keys[user_id] = key
 
     def receipts(self, user_id: str) -> list[str]:
         with self._lock:

@@ -23,6 +23,7 @@ from memray.errors import StoreError, StoreUnavailableError
 from memray.models import MemoryEvent, utcnow
 from memray.store.events import (
     AddJob,
+    DataKey,
     OpKind,
     Pending,
     StoreOp,
@@ -37,7 +38,7 @@ log = logging.getLogger(__name__)
 
 Conn = psycopg.Connection[TupleRow]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Advisory lock keys: the schema lock is in the two-int4 key space, user locks in the
 # bigint one; PostgreSQL keeps the two spaces apart, so they can never collide.
 _SCHEMA_LOCK = (0x6D656D72, 1)  # ("memr", 1)
@@ -109,6 +110,14 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {1: (
         user_key BYTEA GENERATED ALWAYS AS (memray_key(user_id)) STORED,
         at_ms BIGINT NOT NULL, body TEXT NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS memray_receipts_by_user ON memray_receipts (user_key, at_ms)",
+), 3: (
+    # Per-user data keys, wrapped by a master key (memray/crypto/): dropping one shreds
+    # everything encrypted under it.
+    """CREATE TABLE IF NOT EXISTS memray_data_keys (
+        user_id TEXT NOT NULL,
+        user_key BYTEA GENERATED ALWAYS AS (memray_key(user_id)) STORED,
+        key_id TEXT NOT NULL, wrapped BYTEA NOT NULL, master_id TEXT NOT NULL)""",
+    "CREATE UNIQUE INDEX IF NOT EXISTS memray_data_keys_user ON memray_data_keys (user_key)",
 )}
 
 
@@ -582,3 +591,33 @@ class PostgresEventLog:
         rows = self._rows("SELECT body FROM memray_receipts WHERE user_key = memray_key(%s) "
                           "ORDER BY at_ms, id", (user_id,))
         return [str(b) for (b,) in rows]
+
+    def data_key(self, user_id: str) -> DataKey | None:
+        rows = self._rows("SELECT key_id, wrapped, master_id FROM memray_data_keys "
+                          "WHERE user_key = memray_key(%s) AND user_id = %s",
+                          (user_id, user_id))
+        return None if not rows else DataKey(str(rows[0][0]), bytes(rows[0][1]),
+                                             str(rows[0][2]))
+
+    def add_data_key(self, user_id: str, key: DataKey) -> DataKey:
+        self._run("INSERT INTO memray_data_keys (user_id, key_id, wrapped, master_id) "
+                  "VALUES (%s, %s, %s, %s) ON CONFLICT (user_key) DO NOTHING",
+                  (user_id, key.key_id, key.wrapped, key.master_id))
+        kept = self.data_key(user_id)
+        assert kept is not None
+        return kept
+
+    def drop_data_key(self, user_id: str) -> bool:
+        with self._conn("write") as conn:
+            gone = conn.execute("DELETE FROM memray_data_keys WHERE user_key = memray_key(%s) "
+                                "AND user_id = %s", (user_id, user_id)).rowcount
+        return bool(gone)
+
+    def data_keys(self) -> list[tuple[str, DataKey]]:
+        rows = self._rows("SELECT user_id, key_id, wrapped, master_id FROM memray_data_keys")
+        return [(str(u), DataKey(str(k), bytes(w), str(m))) for u, k, w, m in rows]
+
+    def rewrap_data_key(self, user_id: str, key: DataKey) -> None:
+        self._run("UPDATE memray_data_keys SET wrapped = %s, master_id = %s "
+                  "WHERE user_key = memray_key(%s) AND user_id = %s AND key_id = %s",
+                  (key.wrapped, key.master_id, user_id, user_id, key.key_id))

@@ -15,6 +15,7 @@ from memray.errors import StoreError
 from memray.models import MemoryEvent, utcnow
 from memray.store.events import (
     AddJob,
+    DataKey,
     OpKind,
     Pending,
     StoreOp,
@@ -61,6 +62,10 @@ CREATE TABLE IF NOT EXISTS receipts (
     id TEXT PRIMARY KEY, user_id TEXT NOT NULL, at_ms INTEGER NOT NULL, body TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS receipts_by_user ON receipts(user_id, at_ms);
+CREATE TABLE IF NOT EXISTS data_keys (
+    user_id TEXT PRIMARY KEY, key_id TEXT NOT NULL, wrapped BLOB NOT NULL,
+    master_id TEXT NOT NULL
+);
 """
 
 
@@ -320,3 +325,38 @@ class SQLiteEventLog:
         rows = self._rows("SELECT body FROM receipts WHERE user_id = ? ORDER BY at_ms, id",
                           (user_id,))
         return [str(b) for (b,) in rows]
+
+    def data_key(self, user_id: str) -> DataKey | None:
+        rows = self._rows("SELECT key_id, wrapped, master_id FROM data_keys "
+                          "WHERE user_id = ?", (user_id,))
+        return None if not rows else DataKey(str(rows[0][0]), bytes(rows[0][1]),
+                                             str(rows[0][2]))
+
+    def add_data_key(self, user_id: str, key: DataKey) -> DataKey:
+        self._run("INSERT OR IGNORE INTO data_keys VALUES (?, ?, ?, ?)",
+                  (user_id, key.key_id, key.wrapped, key.master_id))
+        kept = self.data_key(user_id)
+        assert kept is not None
+        return kept
+
+    def drop_data_key(self, user_id: str) -> bool:
+        had = self.data_key(user_id) is not None
+        # secure_delete: the freed page is zeroed, so the wrapped key is not left in it.
+        with self._lock:
+            db = self._conn()
+            try:
+                db.execute("PRAGMA secure_delete = ON")
+                db.execute("DELETE FROM data_keys WHERE user_id = ?", (user_id,))
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as exc:
+                raise self._failed("event log write", exc) from exc
+        return had
+
+    def data_keys(self) -> list[tuple[str, DataKey]]:
+        rows = self._rows("SELECT user_id, key_id, wrapped, master_id FROM data_keys")
+        return [(str(u), DataKey(str(k), bytes(w), str(m))) for u, k, w, m in rows]
+
+    def rewrap_data_key(self, user_id: str, key: DataKey) -> None:
+        self._run("UPDATE data_keys SET wrapped = ?, master_id = ? "
+                  "WHERE user_id = ? AND key_id = ?",
+                  (key.wrapped, key.master_id, user_id, key.key_id))

@@ -25,7 +25,7 @@ from memray.core.ids import new_id
 from memray.errors import StoreError
 from memray.models import MemoryEvent, MemoryRecord, content_hash, utcnow
 from memray.store.base import StoredMemory
-from memray.store.events import EventLog, StoreOp, Tombstone, UserLocks
+from memray.store.events import DataKey, EventLog, StoreOp, Tombstone, UserLocks
 from memray.store.fake_log import InMemoryEventLog
 from memray.store.sqlite_log import SQLiteEventLog
 
@@ -256,6 +256,22 @@ class TestChangeLog:
         assert log.receipts(ALICE) == ['{"id": "r1"}', '{"id": "r3"}']
         assert log.receipts(BOB) == ['{"id": "r2"}']
         assert log.receipts("nobody") == []
+
+    def test_data_keys_one_per_user_kept_first_dropped_and_rewrapped(
+            self, log: EventLog) -> None:
+        first = DataKey("k1", b"\x00wrapped-one", "m1")
+        assert log.data_key(ALICE) is None
+        assert log.add_data_key(ALICE, first) == first
+        assert log.add_data_key(ALICE, DataKey("k2", b"other", "m1")) == first  # kept
+        assert log.add_data_key(BOB, DataKey("kb", b"bob", "m1")).key_id == "kb"
+        log.rewrap_data_key(ALICE, DataKey("k1", b"rewrapped", "m2"))
+        log.rewrap_data_key(ALICE, DataKey("k9", b"wrong key id", "m3"))  # changes nothing
+        assert log.data_key(ALICE) == DataKey("k1", b"rewrapped", "m2")
+        assert sorted(u for u, _ in log.data_keys()) == [ALICE, BOB]
+        log.commit(ALICE, [], [StoreOp("delete_user", ALICE)], purge_user=True)
+        assert log.data_key(ALICE) is not None  # only crypto-shredding destroys a key
+        assert log.drop_data_key(ALICE) and not log.drop_data_key(ALICE)
+        assert log.data_key(ALICE) is None and log.data_key(BOB) is not None
 
     def test_clear_turns_drops_only_the_users_listed_turns(self, log: EventLog) -> None:
         log.log_turns(ALICE, "s", [("t1", "user", "a"), ("t2", "assistant", "b")])
