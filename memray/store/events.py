@@ -79,6 +79,11 @@ class Pending:
     op: StoreOp
 
 
+# What an async add queued before its user's `delete_all` says instead of running: its
+# request and result (what the user said) are scrubbed, the job itself stays answerable.
+CANCELLED_BY_DELETE = "cancelled: the user's memories were deleted (delete_all) first"
+
+
 @dataclass(frozen=True)
 class AddJob:
     """An async add queued by the API: `request` and `result` are JSON text."""
@@ -215,8 +220,9 @@ class JobState(Protocol):
 class EventLog(ChangeLog, TurnLog, JobState, Protocol):
     """The shared log: one backend holds all three seams, so that a commit can change
     history, turns, tombstones and marks in one transaction. A commit that purges a user
-    also drops the user's logged turns and async add jobs (requests and results hold
-    what the user said)."""
+    also drops the user's logged turns and scrubs the user's async add jobs (requests and
+    results hold what the user said): a queued one is failed with CANCELLED_BY_DELETE, a
+    finished one keeps its status without its result; neither keeps an idempotency key."""
 
 
 class UserLocks:

@@ -14,6 +14,7 @@ from typing import Literal
 from memray.errors import StoreError
 from memray.models import MemoryEvent
 from memray.store.events import (
+    CANCELLED_BY_DELETE,
     AddJob,
     DataKey,
     OpKind,
@@ -64,6 +65,12 @@ class _Job:
     job: AddJob
     idem: str | None
     lease_until: float | None = None
+
+
+def _scrubbed(job: _Job) -> _Job:
+    done = job.job.status == "done"
+    return _Job(AddJob(job.job.id, job.job.user_id, "done" if done else "failed", "{}",
+                       None, None if done else CANCELLED_BY_DELETE), None)
 
 
 class InMemoryEventLog:
@@ -141,7 +148,8 @@ class InMemoryEventLog:
             self._turns = [t for t in self._turns
                            if t.user_id != user_id or (not user and t.seq not in turns)]
         if user:
-            self._jobs = {k: j for k, j in self._jobs.items() if j.job.user_id != user_id}
+            self._jobs = {k: _scrubbed(j) if j.job.user_id == user_id else j
+                          for k, j in self._jobs.items()}
 
     def pending(self, user_id: str | None = None) -> list[Pending]:
         """Queued ops (of one user or all), oldest first."""

@@ -22,6 +22,7 @@ from psycopg_pool import ConnectionPool
 from memray.errors import StoreError, StoreUnavailableError
 from memray.models import MemoryEvent, utcnow
 from memray.store.events import (
+    CANCELLED_BY_DELETE,
     AddJob,
     DataKey,
     OpKind,
@@ -408,8 +409,11 @@ class PostgresEventLog:
         if purge_user:
             cur.execute("DELETE FROM memray_events WHERE user_key = memray_key(%s)", (user_id,))
             cur.execute("DELETE FROM memray_turns WHERE user_key = memray_key(%s)", (user_id,))
-            cur.execute("DELETE FROM memray_add_jobs WHERE user_key = memray_key(%s)",
-                        (user_id,))
+            cur.execute("UPDATE memray_add_jobs SET request = '{}', result = NULL, "
+                        "idem = NULL, lease_until = NULL, "
+                        "error = CASE status WHEN 'done' THEN NULL ELSE %s END, "
+                        "status = CASE status WHEN 'done' THEN 'done' ELSE 'failed' END "
+                        "WHERE user_key = memray_key(%s)", (CANCELLED_BY_DELETE, user_id))
         if clear_turns:
             cur.execute("DELETE FROM memray_turns WHERE user_key = memray_key(%s) "
                         "AND seq = ANY(%s)", (user_id, list(clear_turns)))

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from memray.errors import StoreError
 from memray.models import MemoryEvent, utcnow
 from memray.store.events import (
+    CANCELLED_BY_DELETE,
     AddJob,
     DataKey,
     OpKind,
@@ -165,7 +166,11 @@ class SQLiteEventLog:
             if purge_user:
                 db.execute("DELETE FROM events WHERE user_id = ?", (user_id,))
                 db.execute("DELETE FROM turns WHERE user_id = ?", (user_id,))
-                db.execute("DELETE FROM add_jobs WHERE user_id = ?", (user_id,))
+                db.execute("UPDATE add_jobs SET request = '{}', result = NULL, idem = NULL, "
+                           "lease_until = NULL, "
+                           "error = CASE status WHEN 'done' THEN NULL ELSE ? END, "
+                           "status = CASE status WHEN 'done' THEN 'done' ELSE 'failed' END "
+                           "WHERE user_id = ?", (CANCELLED_BY_DELETE, user_id))
             db.executemany("DELETE FROM turns WHERE user_id = ? AND seq = ?",
                            [(user_id, s) for s in clear_turns])
             for mid in purge_ids:

@@ -25,7 +25,15 @@ from memray.core.ids import new_id
 from memray.errors import StoreError
 from memray.models import MemoryEvent, MemoryRecord, content_hash, utcnow
 from memray.store.base import StoredMemory
-from memray.store.events import DataKey, EventLog, StoreOp, Tombstone, UserLocks
+from memray.store.events import (
+    CANCELLED_BY_DELETE,
+    AddJob,
+    DataKey,
+    EventLog,
+    StoreOp,
+    Tombstone,
+    UserLocks,
+)
 from memray.store.fake_log import InMemoryEventLog
 from memray.store.sqlite_log import SQLiteEventLog
 
@@ -230,12 +238,21 @@ class TestChangeLog:
         assert list(log.user_events(BOB)) == [added(b)]
         assert len(log.pending_turns(BOB, "s")) == 1
 
-    def test_purge_user_drops_the_users_queued_adds_only(self, log: EventLog) -> None:
+    def test_purge_user_scrubs_the_users_adds_only(self, log: EventLog) -> None:
         log.enqueue_add("j1", ALICE, "k1", '{"text": "alice said this"}')
         log.enqueue_add("j2", BOB, "k1", '{"text": "bob said this"}')
+        log.enqueue_add("j3", ALICE, "k3", '{"text": "alice again"}')
+        claimed = log.claim_add(60.0)
+        assert claimed is not None and claimed.id == "j1"
+        log.finish_add("j1", "done", '{"events": ["alice said this"]}', None)
         log.commit(ALICE, [], [StoreOp("delete_user", ALICE)], purge_user=True)
-        assert log.get_add("j1") is None and log.find_add(ALICE, "k1") is None
-        assert log.get_add("j2") is not None
+        done, queued = log.get_add("j1"), log.get_add("j3")
+        assert done == AddJob("j1", ALICE, "done", "{}", None, None)
+        assert queued == AddJob("j3", ALICE, "failed", "{}", None, CANCELLED_BY_DELETE)
+        assert log.find_add(ALICE, "k1") is None and log.find_add(ALICE, "k3") is None
+        assert log.get_add("j2") == AddJob("j2", BOB, "queued", '{"text": "bob said this"}')
+        again = log.claim_add(60.0)
+        assert again is not None and again.id == "j2"  # a cancelled add never runs
 
     def test_user_turns_span_sessions_and_only_that_user(self, log: EventLog) -> None:
         log.log_turns(ALICE, "s1", [("t1", "user", "我住在杭州")])

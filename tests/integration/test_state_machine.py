@@ -251,8 +251,19 @@ class MemoryMachine(RuleBasedStateMachine):
             return
         event = self.mem.delete(mid, user_id=user)
         assert event.op == "DELETE" and event.memory_id == mid and event.version is not None
-        del model.live[mid]
-        model.gone.add(mid)
+        receipt = event.receipt
+        assert receipt is not None and receipt.verified and mid in receipt.memory_ids
+        # The cascade: a summary's members go with it; a member's summary is rebuilt.
+        for gone in [*receipt.memory_ids, *(d.memory_id for d in receipt.derived)]:
+            assert gone in model.live, (gone, receipt)
+            del model.live[gone]
+            model.gone.add(gone)
+        for d in receipt.derived:
+            if d.rebuilt_as is not None:
+                rebuilt = self.mem.get(d.rebuilt_as, user_id=user)
+                assert rebuilt is not None and d.rebuilt_as not in model.gone
+                model.live[d.rebuilt_as] = rebuilt.status.value
+                self.owner[d.rebuilt_as] = user
         self._saw_version(user, event.version, changed=True)
 
     @rule(user=st.sampled_from(USERS))
@@ -331,9 +342,8 @@ class MemoryMachine(RuleBasedStateMachine):
                 assert all(r.id in model.live for r in merge.originals)
                 model.live[merge.merged.id] = merge.merged.status.value
                 self.owner[merge.merged.id] = user
-                for r in merge.originals:
-                    del model.live[r.id]
-                    model.gone.add(r.id)
+                for r in merge.originals:  # kept inside the summary, never recalled
+                    model.live[r.id] = MemoryStatus.MERGED.value
             if not plan.empty:
                 self._saw_version(user, self.mem.version(user_id=user), changed=True)
                 self.counts["maintenance_changes"] += 1
@@ -370,21 +380,36 @@ def test_memory_against_the_model(embedder: CachedEmbedder) -> None:
     assert counts["steps"] > 100 and counts["checks"] > 0
 
 
-def test_merged_originals_keep_no_history(embedder: CachedEmbedder) -> None:
+def test_a_deleted_merged_original_keeps_no_history(embedder: CachedEmbedder) -> None:
     """Found by the machine: maintenance deleted merged originals from the store but kept
-    their history (ADD, the decay UPDATE, a DELETE carrying the full record), so
-    `history()` and `export()` still returned a deleted memory's content."""
+    their history, so `history()` and `export()` still returned a deleted memory's content.
+    Now a merge keeps its originals (status merged); deleting one removes its history and
+    rebuilds the summary without it."""
     machine = machine_class(embedder, Counter())()
     try:
         machine.first_add(user="alice", text="I am allergic to peanuts")
         machine.add_verbatim(user="alice", texts=["我喜欢爬山", "我喜欢绿茶"])
         machine.maintenance()
-        gone = machine.users["alice"].gone
-        assert gone, "the two low-importance memories were expected to merge"
-        for mid in gone:
-            assert machine.mem.history(mid, user_id="alice") == []
+        model = machine.users["alice"]
+        merged = [mid for mid, status in model.live.items() if status == "merged"]
+        assert merged, "the two low-importance memories were expected to merge"
+        victim = merged[0]
+        machine.delete(user="alice", data=_Drawn(victim))
+        assert victim in model.gone
+        assert machine.mem.history(victim, user_id="alice") == []
+        machine._check_user("alice")
     finally:
         machine.teardown()
+
+
+class _Drawn:
+    """Stands in for hypothesis' `data` in a direct call of a rule: draws `value`."""
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+    def draw(self, _strategy: object) -> str:
+        return self.value
 
 
 @pytest.mark.milvus_server
