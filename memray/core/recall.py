@@ -28,10 +28,11 @@ from memray.store.events import EventLog
 from memray.store.rows import to_ms
 
 ACTIVE = (MemoryStatus.ACTIVE.value,)
-# What can have been true at an earlier time: active memories and superseded ones (a
-# memory's `valid_at` decides); never deleted, merged (the summary stands for them) or
-# candidates (never confirmed).
-ONCE_TRUE = (MemoryStatus.ACTIVE.value, MemoryStatus.SUPERSEDED.value)
+# What can have been true at an earlier time: active, superseded and expired memories (a
+# memory's `valid_at` decides; a retired candidate's interval is empty); never deleted,
+# merged (the summary stands for them) or candidates (never confirmed).
+ONCE_TRUE = (MemoryStatus.ACTIVE.value, MemoryStatus.SUPERSEDED.value,
+             MemoryStatus.EXPIRED.value)
 Searcher = Callable[[Vector, int, Where], list[tuple[MemoryRecord, float]]]
 
 

@@ -93,11 +93,16 @@ def plan_user(user_id: str, rows: Sequence[StoredMemory], now: datetime,
 def _lifecycle(rec: MemoryRecord, now: datetime, s: MaintenanceSettings,
                plan: UserPlan) -> MemoryRecord:
     new, reason = rec, ""
+    # `valid_to` keeps as_of reads right: an active fact held until it expired; a candidate
+    # was never confirmed, so it never held (an empty interval).
     if rec.status in _LIVE and rec.expires_at is not None and rec.expires_at <= now:
-        new, reason = rec.model_copy(update={"status": MemoryStatus.EXPIRED}), "expired"
+        until = rec.expires_at if rec.status == MemoryStatus.ACTIVE else rec.valid_since
+        new, reason = rec.model_copy(update={"status": MemoryStatus.EXPIRED,
+                                             "valid_to": until}), "expired"
     elif (rec.status == MemoryStatus.CANDIDATE
           and rec.last_confirmed_at < now - timedelta(days=s.candidate_days)):
-        new, reason = rec.model_copy(update={"status": MemoryStatus.EXPIRED}), "retired"
+        new, reason = rec.model_copy(update={"status": MemoryStatus.EXPIRED,
+                                             "valid_to": rec.valid_since}), "retired"
     elif rec.status == MemoryStatus.ACTIVE and rec.metadata.get(PINNED) is not True:
         new, reason = _decayed(rec, now), "decayed"
     if new is rec:

@@ -6,6 +6,7 @@ milvus-lite and on PostgreSQL + a Milvus server."""
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 from memray import Memory, MemoryConfig
 from memray.embed.cache import CachedEmbedder
 from memray.errors import InvalidInputError
-from memray.models import MemoryStatus
+from memray.models import MemoryStatus, MemoryType
 
 
 def at(year: int, month: int) -> datetime:
@@ -169,3 +170,36 @@ def test_as_of_over_rest_and_mcp(tmp_path: Path, embedder: CachedEmbedder) -> No
                 assert len(page.structured_content["items"]) == 2  # type: ignore[index]
 
         anyio.run(run)
+
+
+def test_a_temporary_fact_held_until_it_expired_and_a_candidate_never(mem: Memory) -> None:
+    """The nightly job expires a temporary fact and retires an unconfirmed candidate; as_of
+    finds the first while it held and the second never."""
+    from memray.core.changes import ChangeSet
+    from memray.core.records import new_record
+    from memray.maintain import writer
+    from memray.maintain.plan import MaintenanceSettings, plan_user
+
+    engine, said = mem.engine(), at(2025, 5)
+    trip = new_record(user_id="u", content="I am in Tokyo this week", at=said,
+                      embedding_model=engine.embedder.model, type=MemoryType.TASK_STATE,
+                      expires_at=at(2025, 6), occurred_at=said)
+    maybe = new_record(user_id="u", content="I might like opera", at=said,
+                       embedding_model=engine.embedder.model, status=MemoryStatus.CANDIDATE,
+                       occurred_at=said)
+    changes = ChangeSet("u")
+    for rec in (trip, maybe):
+        changes.put(rec, engine.embedder.embed([rec.content])[0], None, said)
+    engine.committer.commit(changes)
+    rows = writer.live_rows(engine, "u")
+    plan = plan_user("u", rows, at(2026, 1), MaintenanceSettings())
+    assert plan.counts["expired"] == 1 and plan.counts["retired"] == 1, plan.counts
+    assert writer.commit(engine, plan, {r.record.id: r.vector for r in rows},
+                         engine.events.version("u"), Counter())
+    assert {r.status for r in mem.get_all(user_id="u").items} == {MemoryStatus.EXPIRED}
+    held = mem.get_all(user_id="u", as_of=at(2025, 5) + (at(2025, 6) - at(2025, 5)) / 2)
+    assert [r.content for r in held.items] == ["I am in Tokyo this week"]
+    assert mem.get_all(user_id="u", as_of=at(2025, 7)).items == []
+    hits = mem.search("Where am I this week?", user_id="u", as_of=at(2025, 5),
+                      threshold=-1.0, top_k=10)
+    assert [h.memory.content for h in hits] == ["I am in Tokyo this week"]
