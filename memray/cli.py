@@ -406,8 +406,9 @@ def verify_deleted(config: MemoryConfig, user_id: str) -> int:
     with Memory(config) as memory:
         receipts = memory.deletions(user_id=user_id)
         checks = memory.verify_deletions(user_id=user_id)
-    rows = [{"receipt": r.model_dump(mode="json"), "check": c.model_dump(mode="json")}
-            for r, c in zip(receipts, checks, strict=True)]
+    by_id = {c.receipt_id: c for c in checks}
+    rows = [{"receipt": r.model_dump(mode="json"), "check": by_id[r.id].model_dump(mode="json")}
+            for r in receipts if r.id in by_id]
     print(json.dumps(rows, indent=2, ensure_ascii=False))
     failed = [c for c in checks if not c.ok]
     print(f"{len(checks)} deletion receipt(s) for {user_id!r}: "

@@ -8,6 +8,7 @@ import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -101,3 +102,17 @@ def fresh_postgres_dsn(postgres_dsn: str) -> Iterator[str]:
     yield make_conninfo(postgres_dsn, dbname=db)
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
+
+
+@pytest.fixture(params=["embedded", "cluster"])
+def store_section(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """A test once on SQLite + milvus-lite ({}) and once on PostgreSQL + the Milvus server
+    (the `store` section: a fresh database, a collection of its own)."""
+    if request.param == "embedded":
+        return {}
+    import uuid
+
+    tag = f"t{uuid.uuid4().hex[:8]}"
+    return {"store": {"milvus_uri": request.getfixturevalue("milvus_server"),
+                      "postgres_dsn": request.getfixturevalue("fresh_postgres_dsn"),
+                      "alias": f"{tag}_memories", "collection_prefix": tag}}

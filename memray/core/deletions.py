@@ -36,10 +36,9 @@ from memray.models import (
     utcnow,
 )
 from memray.store.base import VectorStore, Where
-from memray.store.events import EventLog
+from memray.store.events import PROFILE_META, EventLog
 from memray.store.rows import to_ms
 
-PROFILE_META = "profile:"
 STORES = ("vector_store", "change_log", "history", "turn_log", "hot_set", "profile")
 Counts = dict[str, int]
 
@@ -127,18 +126,14 @@ class Deletions:
         `delete_user`)."""
         uid = changes.user_id
         ids: Collection[str] | None = None if changes.delete_user else set(changes.deletes)
-        deleted = list(changes.deletes.values())
-        texts = [_norm(r.content) for r in deleted if r.content.strip()]
-        sources = {t for r in deleted for t in r.source_turn_ids}
         return {
             "vector_store": (self._store.count(uid) if ids is None else
                              len(self._by_ids(uid, ids))),
             "change_log": self._queued(uid, ids),
             "history": (sum(1 for _ in self._events.user_events(uid)) if ids is None else
                         sum(len(self._events.history(uid, i)) for i in ids)),
-            "turn_log": sum(1 for _, turn_id, content in self._events.user_turns(uid)
-                            if ids is None or turn_id in sources
-                            or any(t in _norm(content) for t in texts)),
+            "turn_log": len(self._events.user_turns(uid) if ids is None
+                            else self._turns(changes)),
             "hot_set": self._hot.holding(uid, ids) if self._hot is not None else 0,
             "profile": self._profiled(uid, ids),
         }

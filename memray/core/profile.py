@@ -34,11 +34,11 @@ from memray.errors import ExtractionError
 from memray.extract.rules import classify
 from memray.models import MemoryRecord, MemoryStatus, MemoryType, utcnow
 from memray.store.base import Where
-from memray.store.events import StoreOp
+from memray.store.events import PROFILE_META, StoreOp
 from memray.store.rows import to_ms
 
 log = logging.getLogger(__name__)
-META_PREFIX = "profile:"
+META_PREFIX = PROFILE_META
 Summarize = Callable[[Sequence[str], int], str]
 Section = Literal["identity", "preferences", "constraints", "current_tasks", "facts"]
 SECTIONS: tuple[Section, ...] = ("identity", "preferences", "constraints", "current_tasks",

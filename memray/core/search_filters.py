@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from memray.core import validate
@@ -25,14 +24,7 @@ def _types(value: object) -> tuple[str, ...]:
 
 
 def _time(value: object, key: str) -> int:
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value)
-        except ValueError as exc:
-            raise InvalidInputError(f"filters[{key!r}] is not an ISO date: {value!r}") from exc
-    if not isinstance(value, datetime) or value.tzinfo is None:
-        raise InvalidInputError(f"filters[{key!r}] must be a timezone-aware datetime")
-    return to_ms(value)
+    return to_ms(validate.moment(value, f"filters[{key!r}]"))
 
 
 def parse(filters: dict[str, Any] | None) -> dict[str, Any]:

@@ -128,7 +128,7 @@ def moment(value: object, name: str) -> datetime:
         try:
             value = datetime.fromisoformat(value)
         except ValueError as exc:
-            raise InvalidInputError(f"{name} is not an ISO 8601 time: {value!r}") from exc
+            raise InvalidInputError(f"{name} is not an ISO date: {value!r}") from exc
     if not isinstance(value, datetime) or value.tzinfo is None:
-        raise InvalidInputError(f"{name} must be a timezone-aware datetime, got {value!r}")
+        raise InvalidInputError(f"{name} must be a timezone-aware datetime")
     return value

@@ -14,10 +14,9 @@ from typing import Any
 from memray.crypto.cipher import UserCipher
 from memray.models import MemoryEvent, MemoryRecord
 from memray.store.base import StoredMemory, Vector, VectorStore, Where
-from memray.store.events import EventLog, Pending, StoreOp, Tombstone
+from memray.store.events import PROFILE_META, EventLog, Pending, StoreOp, Tombstone
 
 SEALED = "mr_sealed"  # the one metadata key of a sealed record: the rest, sealed as JSON
-PROFILE_META = "profile:"
 
 
 def seal_record(cipher: UserCipher, record: MemoryRecord) -> MemoryRecord:

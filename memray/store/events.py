@@ -79,6 +79,10 @@ class Pending:
     op: StoreOp
 
 
+# The event log's meta key of a user's stored profile (core/profile.py), which the
+# cascade re-reads and the cipher seals.
+PROFILE_META = "profile:"
+
 # What an async add queued before its user's `delete_all` says instead of running: its
 # request and result (what the user said) are scrubbed, the job itself stays answerable.
 CANCELLED_BY_DELETE = "cancelled: the user's memories were deleted (delete_all) first"

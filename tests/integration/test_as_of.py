@@ -5,7 +5,6 @@ milvus-lite and on PostgreSQL + a Milvus server."""
 
 from __future__ import annotations
 
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -44,15 +43,10 @@ EXPECTED = [
 ]
 
 
-@pytest.fixture(params=["embedded", "cluster"])
-def mem(request: pytest.FixtureRequest, tmp_path: Path,
+@pytest.fixture
+def mem(store_section: dict[str, Any], tmp_path: Path,
         embedder: CachedEmbedder) -> Iterator[Memory]:
-    raw: dict[str, Any] = {"data_dir": str(tmp_path)}
-    if request.param == "cluster":
-        tag = f"t{uuid.uuid4().hex[:8]}"
-        raw["store"] = {"milvus_uri": request.getfixturevalue("milvus_server"),
-                        "postgres_dsn": request.getfixturevalue("fresh_postgres_dsn"),
-                        "alias": f"{tag}_memories", "collection_prefix": tag}
+    raw = {"data_dir": str(tmp_path), **store_section}
     with Memory(MemoryConfig.model_validate(raw), embedder=embedder) as m:
         yield m
 

@@ -7,7 +7,6 @@ PostgreSQL + a Milvus server."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,18 +24,12 @@ FACTS = {"en": ("I am allergic to peanuts.", "peanuts", "What food should I avoi
          "zh": ("我对芒果过敏。", "芒果", "我对什么过敏？")}
 
 
-@pytest.fixture(params=["embedded", "cluster"])
-def raw_config(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
+@pytest.fixture
+def raw_config(store_section: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
     key = tmp_path / "master.key"
     key.write_text(new_master_key())
-    raw: dict[str, Any] = {"data_dir": str(tmp_path / "data"), "security": {
+    return {"data_dir": str(tmp_path / "data"), **store_section, "security": {
         "encryption": {"enabled": True, "master_key_file": str(key)}}}
-    if request.param == "cluster":
-        tag = f"e{uuid.uuid4().hex[:8]}"
-        raw["store"] = {"milvus_uri": request.getfixturevalue("milvus_server"),
-                        "postgres_dsn": request.getfixturevalue("fresh_postgres_dsn"),
-                        "alias": f"{tag}_memories", "collection_prefix": tag}
-    return raw
 
 
 @pytest.fixture
