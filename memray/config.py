@@ -185,6 +185,23 @@ class LLMConfig(BaseModel):
     timeout_s: float = Field(30.0, gt=0, description="Per-request timeout, seconds.")
     max_retries: int = Field(2, ge=0, le=10, description="Retries on timeouts, 5xx, bad JSON.")
     max_existing: int = Field(10, gt=0, le=50, description="Related memories shown to it.")
+    max_tokens: int = Field(768, gt=0, le=8192, description="Cap on an extraction answer; an "
+                            "answer cut off there is retried.")
+
+
+class LocalLLMConfig(BaseModel):
+    """The packaged small model run in process (`write.extractor: local`, the `local-llm`
+    extra): no network, no server, seconds per round on a laptop's CPU."""
+
+    model_config = _STRICT
+
+    model: str = Field("qwen2.5-coder-1.5b-instruct-q4_k_m", description="A packaged model "
+                       "(memray/localllm/models.py).")
+    gguf: str | None = Field(None, description="A GGUF file of your own instead.")
+    threads: int | None = Field(None, gt=0, description="CPU threads; default: all cores.")
+    context_tokens: int = Field(4096, ge=1024, le=32768)
+    max_tokens: int = Field(768, gt=0, le=8192)
+    max_retries: int = Field(1, ge=0, le=10)
 
 
 class WriteConfig(BaseModel):
@@ -192,9 +209,12 @@ class WriteConfig(BaseModel):
 
     model_config = _STRICT
 
-    extractor: Literal["rules", "llm"] = Field(
-        "rules", description="'llm' uses `llm` for facts, with the rules in front for commands.")
+    extractor: Literal["auto", "rules", "llm", "local"] = Field(
+        "auto", description="'llm': the endpoint in `llm` decides facts and ops, the rules in "
+        "front for commands; 'local': the packaged model in process (`local_llm`); 'rules': "
+        "the rules alone; 'auto': 'llm' when `llm` is set, else 'rules'.")
     llm: LLMConfig | None = Field(None, description="Required when extractor is 'llm'.")
+    local_llm: LocalLLMConfig = Field(default_factory=LocalLLMConfig)
     same_fact_similarity: float = Field(0.85, ge=0, le=1, description="At or above: UPDATE.")
     grey_band_low: float = Field(0.70, ge=0, le=1, description="Between this and the high "
                                  "band a judge (LLM if configured, else rules) decides.")
@@ -209,9 +229,22 @@ class WriteConfig(BaseModel):
     def _check(self) -> Self:
         if self.extractor == "llm" and self.llm is None:
             raise ValueError("write.extractor 'llm' needs write.llm (base_url, model)")
+        if self.local_llm.model != LocalLLMConfig().model or self.local_llm.gguf:
+            from memray.localllm.models import MODELS
+
+            if not self.local_llm.gguf and self.local_llm.model not in MODELS:
+                raise ValueError(f"write.local_llm.model {self.local_llm.model!r} is not a "
+                                 f"packaged model ({', '.join(MODELS)}); use gguf for your own")
         if self.grey_band_low > self.same_fact_similarity:
             raise ValueError("write.grey_band_low must not exceed write.same_fact_similarity")
         return self
+
+    @property
+    def uses(self) -> Literal["rules", "llm", "local"]:
+        """The extractor in effect ('auto' resolved)."""
+        if self.extractor == "auto":
+            return "llm" if self.llm is not None else "rules"
+        return self.extractor
 
 
 class TracingConfig(BaseModel):

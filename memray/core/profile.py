@@ -259,14 +259,14 @@ def _overlaid(records: Sequence[MemoryRecord], ops: Sequence[StoreOp]) -> list[M
 
 @contextmanager
 def llm_summarizer(config: MemoryConfig) -> Iterator[Summarize | None]:
-    """The configured LLM's `summarize` (write.extractor 'llm'), or None; closed after."""
-    llm = config.write.llm
-    if config.write.extractor != "llm" or llm is None:
+    """The configured LLM's `summarize` (write.extractor 'llm' or 'local'), or None;
+    closed after."""
+    from memray.extract.choose import open_llm
+
+    client = open_llm(config.write)
+    if client is None:
         yield None
         return
-    from memray.extract.llm import LLMExtractor
-
-    client = LLMExtractor(llm)
     try:
         yield client.summarize
     finally:

@@ -1,91 +1,72 @@
 """`LLMExtractor`: facts and ADD/UPDATE/DELETE/NOOP decisions from an OpenAI-compatible chat
-endpoint with a JSON schema (vLLM, `ray.serve.llm`, or any compatible server).
+endpoint with a JSON schema (vLLM, `ray.serve.llm`, the packaged local model, or any
+compatible server).
 
 The rule extractor stands in front: it recognises forget commands (handled without the
 LLM) and urgency. Existing memories are shown under small integer ids, never raw ids.
-Timeouts, HTTP errors and invalid JSON are retried, then raise ExtractionError; nothing
-is written in that case, because resolution only starts after a valid answer.
+Timeouts, HTTP errors and answers that break the schema or name an id that was not shown
+are retried, then raise ExtractionError; nothing is written in that case, because
+resolution only starts after a valid answer. Retries sample at a small temperature: at
+temperature 0 a model repeats the same wrong answer.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
+import threading
 import time
 from collections.abc import Sequence
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memray import tracing
 from memray.config import LLMConfig
 from memray.errors import ExtractionError
 from memray.extract.base import Extraction, Fact, Judge, Turn
-from memray.extract.rules import RuleExtractor
+from memray.extract.llm_prompt import (
+    FACTS_SCHEMA,
+    OPS,
+    SOURCES,
+    SUMMARY_SCHEMA,
+    TYPES,
+    VERDICT_SCHEMA,
+    messages,
+    response_format,
+)
+from memray.extract.rules import RuleExtractor, says_nothing_about_user
 from memray.models import MemoryRecord, MemorySource, MemoryType
 
 log = logging.getLogger(__name__)
 
-SYSTEM_PROMPT = """You maintain long-term memory about ONE user for an assistant.
-From the conversation, extract facts about the user worth remembering across sessions.
-Keep a fact only if it meets at least two of: specific; will affect a later decision;
-long-lived. Never keep small talk, one-off questions, greetings, or the assistant's own
-words or reasoning. One short fact per item, in the user's language.
-Compare each fact with the EXISTING memories (shown as [id] text):
-- ADD: new fact (id null)
-- UPDATE: it changes or refines existing memory [id] (the new content replaces it)
-- DELETE: the user says existing memory [id] is no longer true and gives no replacement
-- NOOP: existing memory [id] already says it
-type is one of identity, preference, constraint, fact, task_state, behavior.
-source is user_stated when the user said it, inferred when you concluded it.
-turn_ids lists the [t<n>] labels of the turns the fact comes from.
-importance and confidence are 0..1. slot names what the fact is about (city, job,
-availability, name, diet, like:<thing>, dislike:<thing>, family:<relation>) or null.
-Answer with JSON only."""
-
-_TYPES = ["identity", "preference", "constraint", "fact", "task_state", "behavior"]
+_MAX_CONTENT = 400
+# An LLM fact carries no calibrated confidence of its own (the schema leaves it out to keep
+# answers short); this is what resolution and ranking see.
+LLM_CONFIDENCE = 0.8
 
 
-class _LLMFact(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+@dataclass
+class Usage:
+    """What the endpoint reported, summed over calls (the bench reads it)."""
 
-    op: Literal["ADD", "UPDATE", "DELETE", "NOOP"]
-    id: int | None = None
-    content: str = Field(min_length=1, max_length=400)
-    type: Literal["identity", "preference", "constraint", "fact", "task_state", "behavior"]
-    importance: float = Field(ge=0, le=1)
-    confidence: float = Field(ge=0, le=1)
-    source: Literal["user_stated", "inferred"] = "user_stated"
-    slot: str | None = Field(None, max_length=80)
-    turn_ids: list[str] = Field(default_factory=list)
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    seconds: float = 0.0
+    ungrounded: int = 0
 
 
-class _LLMAnswer(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    facts: list[_LLMFact]
-
-
-class _Summary(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    summary: str
-
-
-class _Verdict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    same_fact: bool
-
-
-def _schema(model: type[BaseModel], name: str) -> dict[str, Any]:
-    return {"type": "json_schema",
-            "json_schema": {"name": name, "schema": model.model_json_schema(), "strict": True}}
+TOTAL = Usage()  # every LLMExtractor of the process adds here too (the bench reads it)
+_total_lock = threading.Lock()
 
 
 class LLMExtractor:
-    """`Extractor` over an OpenAI-compatible endpoint. `transport` is the test seam."""
+    """`Extractor` over an OpenAI-compatible endpoint. `transport` is the seam for an
+    in-process model (memray.localllm.transport) and for tests."""
 
     wants_existing = True
 
@@ -96,6 +77,8 @@ class LLMExtractor:
         self._client = httpx.Client(base_url=cfg.base_url.rstrip("/") + "/",
                                     timeout=cfg.timeout_s, headers=headers,
                                     transport=transport)
+        self.usage = Usage()
+        self._usage_lock = threading.Lock()
 
     def close(self) -> None:
         self._client.close()
@@ -109,71 +92,59 @@ class LLMExtractor:
     def extract(self, turns: Sequence[Turn], existing: Sequence[MemoryRecord]) -> Extraction:
         commands = self._front.extract(turns, existing)
         forget_turns = {f.turn_id for f in commands.forgets}
-        rest = [t for t in turns if t.id not in forget_turns]
+        # A user turn that only asks about the world cannot hold a fact about the user; a
+        # model asked anyway may keep the question (small ones do), and it costs a call.
+        rest = [t for t in turns if t.id not in forget_turns
+                and not (t.role == "user" and says_nothing_about_user(t.content))]
         if not any(t.role == "user" for t in rest):
             return Extraction(forgets=commands.forgets)
-        answer = self._ask(self._prompt(rest, existing), _LLMAnswer, "memray_facts")
-        assert isinstance(answer, _LLMAnswer)
-        return Extraction(facts=[self._fact(f, existing, rest) for f in answer.facts],
-                          forgets=commands.forgets)
+        answer = self._ask(self._prompt(rest, existing), FACTS_SCHEMA, "memray_facts",
+                           lambda raw: _facts(raw, existing, rest), self._cfg.max_tokens)
+        said = " ".join(t.content for t in rest if t.role == "user")
+        # A fact the user stated must be in what the user said; an inference may not be
+        # (it waits on probation instead).
+        kept = [f for f in answer if f.op in ("NOOP", "DELETE")
+                or f.source is MemorySource.INFERRED or grounded(f.content, said)]
+        if len(kept) < len(answer):
+            with self._usage_lock:
+                self.usage.ungrounded += len(answer) - len(kept)
+            log.info("dropped %d fact(s) that share no word with the user's turns",
+                     len(answer) - len(kept))
+        return Extraction(facts=kept, forgets=commands.forgets)
 
     def judge(self, fact: Fact, record: MemoryRecord) -> bool:
         """Grey-band judge: do the two statements say the same thing about the user?"""
         prompt = (f"Statement A: {fact.content}\nStatement B: {record.content}\n"
                   "Do A and B state the same fact about the user (B may be an older "
                   "version of A)? Answer JSON {\"same_fact\": true|false}.")
-        verdict = self._ask([{"role": "user", "content": prompt}], _Verdict, "memray_judge")
-        assert isinstance(verdict, _Verdict)
-        return verdict.same_fact
+        return bool(self._ask([{"role": "user", "content": prompt}], VERDICT_SCHEMA,
+                              "memray_judge", _verdict, 16))
 
     def summarize(self, statements: Sequence[str], max_chars: int) -> str:
         """One statement that keeps what the given statements about the user say."""
         listing = "\n".join(f"- {s}" for s in statements)
         prompt = (f"These statements are about one user:\n{listing}\nWrite one statement "
-                  f"of at most {max_chars} characters that keeps every fact in them. Answer "
-                  "JSON {\"summary\": \"...\"}.")
-        answer = self._ask([{"role": "user", "content": prompt}], _Summary, "memray_summary")
-        assert isinstance(answer, _Summary)
-        text = answer.summary.strip()[:max_chars]
-        if not text:
-            raise ExtractionError("LLM returned an empty summary")
-        return text
+                  f"of at most {max_chars} characters that keeps every fact in them, in "
+                  "their language. Answer JSON {\"summary\": \"...\"}.")
+        text = self._ask([{"role": "user", "content": prompt}], SUMMARY_SCHEMA,
+                         "memray_summary", _summary, max(32, max_chars))
+        return str(text)[:max_chars]
 
     @staticmethod
     def _prompt(turns: Sequence[Turn], existing: Sequence[MemoryRecord]) -> list[dict[str, str]]:
-        memories = "\n".join(f"[{i}] {m.content}" for i, m in enumerate(existing)) or "(none)"
-        convo = "\n".join(f"[t{i}] {t.role}: {t.content}" for i, t in enumerate(turns))
-        return [{"role": "system", "content": SYSTEM_PROMPT},
-                {"role": "user", "content": f"EXISTING:\n{memories}\n\nCONVERSATION:\n{convo}"}]
+        return messages([m.content for m in existing], [(t.role, t.content) for t in turns])
 
-    def _fact(self, f: _LLMFact, existing: Sequence[MemoryRecord],
-              turns: Sequence[Turn]) -> Fact:
-        target = None
-        if f.op != "ADD":
-            if f.id is None or not 0 <= f.id < len(existing):
-                raise ExtractionError(f"LLM referred to unknown memory id {f.id!r}")
-            target = existing[f.id].id
-        known = {f"t{i}": t.id for i, t in enumerate(turns)}
-        turn_ids = tuple(known[t] for t in f.turn_ids if t in known) or tuple(
-            t.id for t in turns if t.role == "user")
-        # An ADD only says the LLM saw no related memory among those shown; resolution
-        # still compares it with all of the user's memories (and asks `judge` in the grey
-        # band), so duplicates it could not see are caught.
-        return Fact(content=f.content.strip(), type=MemoryType(f.type), importance=f.importance,
-                    confidence=f.confidence, source=MemorySource(f.source), slot=f.slot,
-                    turn_ids=turn_ids, excerpt=f.content[:200],
-                    op=None if f.op == "ADD" else f.op, target=target)
-
-    def _ask(self, messages: list[dict[str, str]], model: type[BaseModel],
-             name: str) -> BaseModel:
-        body = {"model": self._cfg.model, "messages": messages, "temperature": 0,
-                "response_format": _schema(model, name)}
+    def _ask(self, messages: list[dict[str, str]], schema: dict[str, Any], name: str,
+             parse: Any, max_tokens: int) -> Any:
         last = "no attempt"
         for attempt in range(self._cfg.max_retries + 1):
             if attempt:
                 time.sleep(min(0.2 * 2 ** attempt, 2.0))
+            body = {"model": self._cfg.model, "messages": messages, "max_tokens": max_tokens,
+                    "temperature": 0 if attempt == 0 else 0.3, "seed": attempt,
+                    "response_format": response_format(schema, name)}
             try:
-                return self._once(body, model)
+                return parse(self._once(body))
             except (httpx.TimeoutException, httpx.TransportError) as exc:
                 last = f"{type(exc).__name__}: {exc}"
             except _RetryableError as exc:
@@ -182,23 +153,132 @@ class LLMExtractor:
         raise ExtractionError(f"LLM extraction failed after {self._cfg.max_retries + 1} "
                               f"attempts: {last}")
 
-    def _once(self, body: dict[str, Any], model: type[BaseModel]) -> BaseModel:
+    def _once(self, body: dict[str, Any]) -> Any:
+        start = time.perf_counter()
         with tracing.chat(self._cfg.model, self._cfg.base_url, body["messages"]) as span:
             resp = self._client.post("chat/completions", json=body)
             if resp.status_code >= 500 or resp.status_code == 429:
                 raise _RetryableError(f"HTTP {resp.status_code}")
             if resp.status_code >= 400:
-                raise ExtractionError(f"LLM endpoint refused the request: "
-                                      f"HTTP {resp.status_code}")
+                raise ExtractionError(f"LLM endpoint refused the request: HTTP "
+                                      f"{resp.status_code}: {resp.text[:300]}")
             try:
                 answer = resp.json()
                 tracing.chat_answer(span, answer)
-                content = answer["choices"][0]["message"]["content"]
-                return model.model_validate(json.loads(content))
-            except (KeyError, IndexError, TypeError, json.JSONDecodeError,
-                    ValidationError) as exc:
-                raise _RetryableError(f"invalid answer: {str(exc)[:200]}") from exc
+                self._count(answer.get("usage") or {}, time.perf_counter() - start)
+                choice = answer["choices"][0]
+                content = choice["message"]["content"]
+            except (KeyError, IndexError, TypeError, ValueError) as exc:
+                raise _RetryableError(f"not a chat completion: {str(exc)[:200]}") from exc
+            if choice.get("finish_reason") == "length":
+                raise _RetryableError("answer cut off at max_tokens")
+            try:
+                return json.loads(content)
+            except (TypeError, json.JSONDecodeError) as exc:
+                raise _RetryableError(f"answer is not JSON: {str(exc)[:200]}") from exc
+
+    def _count(self, usage: dict[str, Any], seconds: float) -> None:
+        details = usage.get("prompt_tokens_details") or {}
+        for total, lock in ((self.usage, self._usage_lock), (TOTAL, _total_lock)):
+            with lock:
+                total.calls += 1
+                total.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+                total.completion_tokens += int(usage.get("completion_tokens") or 0)
+                total.cached_tokens += int(details.get("cached_tokens") or 0)
+                total.seconds += seconds
 
 
 class _RetryableError(Exception):
-    """A failure worth another attempt (5xx, 429, malformed JSON)."""
+    """A failure worth another attempt (5xx, 429, malformed or out-of-range answers)."""
+
+
+def _field(item: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+    value = item.get(key)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise _RetryableError(f"fact field {key!r} is missing or of the wrong type")
+    return value
+
+
+def _facts(raw: Any, existing: Sequence[MemoryRecord], turns: Sequence[Turn]) -> list[Fact]:
+    """What the grammar cannot promise, checked here: enums, ids in range, lengths."""
+    items = raw.get("facts") if isinstance(raw, dict) else None
+    if not isinstance(items, list) or set(raw) != {"facts"}:
+        raise _RetryableError("answer must be {\"facts\": [...]} and nothing else")
+    known = {f"t{i}": t.id for i, t in enumerate(turns)}
+    users = tuple(t.id for t in turns if t.role == "user")
+    out = []
+    for item in items:
+        if not isinstance(item, dict):
+            raise _RetryableError("each fact must be an object")
+        op, mtype, source = (_field(item, k, str) for k in ("op", "type", "source"))
+        if op not in OPS or mtype not in TYPES or source not in SOURCES:
+            raise _RetryableError(f"op {op!r}, type {mtype!r} or source {source!r} is not "
+                                  f"one of {OPS}, {TYPES}, {SOURCES}")
+        content = _field(item, "content", str).strip()
+        if not content:
+            raise _RetryableError("a fact with empty content")
+        idx = _field(item, "id", int)
+        target = None
+        if idx == -1 and op != "ADD":
+            if op != "UPDATE":
+                continue  # confirming or deleting nothing: no change
+            op = "ADD"  # a change to no shown memory is a new fact; resolution still
+            # compares it with all of the user's memories
+        if op != "ADD":
+            if not 0 <= idx < len(existing):
+                shown = f"[0]..[{len(existing) - 1}]" if existing else "none"
+                raise _RetryableError(f"{op} names memory [{idx}], but the memories shown "
+                                      f"were {shown}")
+            target = existing[idx].id
+            if op == "UPDATE" and content == existing[idx].content.strip():
+                op = "NOOP"  # restating a memory unchanged is not a change
+        importance = min(1.0, max(0.0, float(_field(item, "importance", (int, float)))))
+        slot = _field(item, "slot", str).strip().lower()[:80] or None
+        turn_ids = tuple(known[t] for t in _field(item, "turns", list)
+                         if isinstance(t, str) and t in known) or users
+        # An ADD only says the LLM saw no related memory among those shown; resolution
+        # still compares it with all of the user's memories (and asks `judge` in the grey
+        # band), so duplicates it could not see are caught.
+        out.append(Fact(content=content[:_MAX_CONTENT], type=MemoryType(mtype),
+                        importance=importance, confidence=LLM_CONFIDENCE,
+                        source=MemorySource(source), slot=slot, turn_ids=turn_ids,
+                        excerpt=content[:200], op=None if op == "ADD" else op,
+                        target=target))
+    return out
+
+
+_WORD = re.compile(r"[^\W\d_]{3,}|\d+", re.UNICODE)
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
+_FILLER = frozenset((
+    "the", "and", "for", "with", "has", "have", "had", "was", "were", "are", "his", "her",
+    "their", "its", "user", "likes", "like", "lives", "works", "not", "does", "don", "into",
+    "from", "that", "this"))
+
+
+def _keys(text: str) -> set[str]:
+    low = text.lower()
+    words = {w for w in _WORD.findall(_CJK.sub(" ", low)) if w not in _FILLER}
+    bigrams = {run[i:i + 2] for run in _CJK.findall(low) for i in range(len(run) - 1)}
+    return words | bigrams
+
+
+def grounded(content: str, said: str) -> bool:
+    """Whether a new or changed fact shares a word (or, in Chinese, two adjacent characters)
+    with what the user said this round. A model may restate, shorten or infer, but a fact
+    with nothing in common with the user's words came from somewhere else: the examples,
+    another memory, or nowhere. Facts with no checkable word pass."""
+    keys = _keys(content)
+    return not keys or bool(keys & _keys(said))
+
+
+def _verdict(raw: Any) -> bool:
+    if not isinstance(raw, dict) or not isinstance(raw.get("same_fact"), bool):
+        raise _RetryableError("verdict must be {\"same_fact\": true|false}")
+    return bool(raw["same_fact"])
+
+
+def _summary(raw: Any) -> str:
+    text = raw.get("summary") if isinstance(raw, dict) else None
+    if not isinstance(text, str) or not text.strip():
+        raise _RetryableError("summary must be {\"summary\": \"<non-empty text>\"}")
+    return text.strip()

@@ -199,6 +199,18 @@ def clauses(text: str) -> list[str]:
     return out
 
 
+_SELF = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|our|us)\b|我|咱",
+                   re.I)
+
+
+def says_nothing_about_user(text: str) -> bool:
+    """Every sentence is a question or a request that names neither the user nor theirs
+    (no I, my, we, 我): nothing in it can be a fact about them, whoever reads it."""
+    sentences = [s.strip(_EDGE) for s in _SENTENCE.split(text) if s and s.strip(_EDGE)]
+    return bool(sentences) and all(
+        (_QUESTION.search(s) or _REQUEST.search(s)) and not _SELF.search(s) for s in sentences)
+
+
 # Objects are normalised so that paraphrases meet in one slot: "喝咖啡" and "咖啡",
 # "香菜味的东西" and "香菜", "drinking tea" and "tea", "the taste of cilantro" and "cilantro".
 _OBJ_LEAD = re.compile(r"^(?:(?:the )?(?:taste|smell|flavou?r) of |eating |drinking |to eat |"

@@ -29,11 +29,10 @@ def config(tmp_path: Path, llm: ScriptedOpenAI, **write: Any) -> MemoryConfig:
         **write}})
 
 
-def fact(content: str, op: str = "ADD", id: int | None = None, **kw: Any) -> dict[str, Any]:
+def fact(content: str, op: str = "ADD", id: int = -1, **kw: Any) -> dict[str, Any]:
     return {"op": op, "id": id, "content": content, "type": kw.get("type", "preference"),
-            "importance": kw.get("importance", 0.6), "confidence": kw.get("confidence", 0.9),
-            "source": kw.get("source", "user_stated"), "slot": kw.get("slot"),
-            "turn_ids": []}
+            "source": kw.get("source", "user_stated"), "slot": kw.get("slot") or "",
+            "importance": kw.get("importance", 0.6), "turns": []}
 
 
 def answer(*facts: dict[str, Any]) -> Reply:
@@ -62,10 +61,10 @@ def test_add_update_noop_delete_with_small_ids(
         llm.script(answer(fact("Works 9 to 6; evenings are busy", "UPDATE", 0,
                                type="constraint", slot="availability")))
         round_(m, "I changed jobs, now 9 to 6, evenings are busy")
-        prompt = llm.requests[-1]["body"]["messages"][1]["content"]
+        prompt = llm.requests[-1]["body"]["messages"][-1]["content"]
         assert "[0] " in prompt
         assert all(i not in json.dumps(llm.requests[-1]["body"]) for i in ids.values())
-        shown = prompt.split("EXISTING:\n")[1].split("\n\n")[0].splitlines()
+        shown = prompt.split("EXISTING:\n")[1].split("\nCONVERSATION:")[0].splitlines()
         old_index = next(i for i, line in enumerate(shown) if "9 pm" in line)
         assert old_index == 0  # the LLM's id 0 must have meant the 9 pm memory
         old = m.get(ids["Only free after 9 pm"], user_id="u")
@@ -100,8 +99,8 @@ def test_invalid_json_is_retried_then_fails_without_writing(
 def test_unknown_ids_and_timeouts_write_nothing(
         tmp_path: Path, llm: ScriptedOpenAI, embedder: CachedEmbedder) -> None:
     with Memory(config(tmp_path, llm), embedder=embedder) as m:
-        llm.script(answer(fact("Likes tea", "UPDATE", 7)))
-        with pytest.raises(ExtractionError, match="unknown memory id"):
+        llm.script(answer(fact("Likes tea", "UPDATE", 7)), answer(fact("Likes tea", "NOOP", 7)))
+        with pytest.raises(ExtractionError, match=r"NOOP names memory \[7\].*shown were none"):
             round_(m, "I like tea")
         llm.script(Reply(delay_s=3), Reply(delay_s=3))
         with pytest.raises(ExtractionError, match="Timeout"):
@@ -112,14 +111,12 @@ def test_unknown_ids_and_timeouts_write_nothing(
 def test_inferred_facts_wait_on_probation_until_confirmed(
         tmp_path: Path, llm: ScriptedOpenAI, embedder: CachedEmbedder) -> None:
     with Memory(config(tmp_path, llm), embedder=embedder) as m:
-        llm.script(answer(fact("Probably a night owl", type="behavior", source="inferred",
-                               confidence=0.5)))
+        llm.script(answer(fact("Probably a night owl", type="behavior", source="inferred")))
         round_(m, "Just finished my work, it's 2 am again")
         (record,) = m.get_all(user_id="u").items
         assert record.status == MemoryStatus.CANDIDATE and record.expires_at is not None
         assert m.search("night owl", user_id="u", threshold=-1) == []
-        llm.script(answer(fact("Probably a night owl", type="behavior", source="inferred",
-                               confidence=0.5)))
+        llm.script(answer(fact("Probably a night owl", type="behavior", source="inferred")))
         round_(m, "Up late coding again")
         confirmed = m.get(record.id, user_id="u")
         assert confirmed is not None and confirmed.status == MemoryStatus.ACTIVE

@@ -60,10 +60,9 @@ def test_end_to_end_over_serve(base_url: str, llm: ScriptedOpenAI) -> None:
     h = {"Authorization": f"Bearer {KEY}"}
     with httpx.Client(base_url=base_url, timeout=60) as http:
         assert http.get("/healthz").json() == {"status": "ok"}
-        llm.script(Reply({"facts": [{"op": "ADD", "id": None, "content": "Lives in Hangzhou",
-                                     "type": "identity", "importance": 0.8,
-                                     "confidence": 0.9, "source": "user_stated",
-                                     "slot": "city", "turn_ids": ["t0"]}]}))
+        llm.script(Reply({"facts": [{"op": "ADD", "id": -1, "content": "Lives in Hangzhou",
+                                     "type": "identity", "source": "user_stated",
+                                     "slot": "city", "importance": 0.8, "turns": ["t0"]}]}))
         r = http.post("/v1/memories", headers=h, json={
             "user_id": "u-1", "messages": [{"role": "user", "content": "I live in Hangzhou"},
                                            {"role": "assistant", "content": "ok"}]})

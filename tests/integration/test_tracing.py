@@ -144,9 +144,9 @@ def test_the_extraction_llm_call_is_a_child_span(
                 "base_url": llm.base_url, "model": "qwen-test", "max_retries": 0}}})
         with Memory(cfg, embedder=HashingEmbedder(dim=32)) as m:
             llm.script(Reply({"facts": [{
-                "op": "ADD", "id": None, "content": "Likes green tea", "type": "preference",
-                "importance": 0.6, "confidence": 0.9, "source": "user_stated", "slot": None,
-                "turn_ids": []}]}))
+                "op": "ADD", "id": -1, "content": "Likes green tea", "type": "preference",
+                "source": "user_stated", "slot": "like:green tea", "importance": 0.6,
+                "turns": []}]}))
             m.add([{"role": "user", "content": "I really like green tea"},
                    {"role": "assistant", "content": "ok"}], user_id="bob", session_id="s")
     [add] = ops(spans)
