@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from memray.batch.config import BackfillArgs
+from memray.batch.llm_stage import extract_with_llm
 from memray.batch.runtime import Progress, run_job, summary
 from memray.batch.stages import EmbedTexts, units_of_user
 from memray.core.memory import Memory
@@ -50,11 +51,14 @@ def _run(args: BackfillArgs, mem: Memory) -> dict[str, Any]:
     engine = mem.engine()
     done = frozenset(engine.events.marks(JOB))
     pool = args.embed
-    ds = (_read(args)
-          .groupby("user_id", num_partitions=args.partitions)
-          .map_groups(units_of_user, batch_format="pandas",
-                      fn_kwargs={"infer": args.infer, "done": done,
-                                 "memory": args.memory.model_dump(mode="json")})
+    if args.llm_stage:
+        units = extract_with_llm(_read(args), args.llm, args.memory, done, args.partitions)
+    else:
+        units = (_read(args).groupby("user_id", num_partitions=args.partitions)
+                 .map_groups(units_of_user, batch_format="pandas",
+                             fn_kwargs={"infer": args.infer, "done": done,
+                                        "memory": args.memory.model_dump(mode="json")}))
+    ds = (units
           .map_batches(EmbedTexts, batch_format="pandas", batch_size=pool.batch_units,
                        compute=ActorPoolStrategy(size=pool.actors),
                        num_cpus=pool.cpus_per_actor, num_gpus=pool.gpus_per_actor or None,
@@ -70,6 +74,7 @@ def _run(args: BackfillArgs, mem: Memory) -> dict[str, Any]:
         for row in batch.to_dict("records"):
             counts["rows_read"] += int(row["rows"])
             counts["rows_invalid"] += int(row["invalid"])
+            counts["llm_failed_sessions"] += int(row.get("llm_failed_sessions") or 0)
             if row["error"] and len(errors) < 5:
                 errors.append(str(row["error"]))
             if not row["unit"]:

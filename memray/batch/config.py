@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Literal, Self
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from memray.config import MemoryConfig
 from memray.errors import ConfigError
@@ -68,6 +68,26 @@ class JobArgs(BaseModel):
             raise ConfigError(f"invalid job config: {exc}") from exc
 
 
+class LLMStageArgs(BaseModel):
+    """Extraction by an LLM in the backfill (`infer: true` with `write.extractor: llm`): a
+    `ray.data.llm` processor. `http`: requests to `memory.write.llm`'s endpoint; `vllm`: a
+    vLLM engine inside the job, on GPUs."""
+
+    model_config = _STRICT
+
+    processor: Literal["http", "vllm"] = "http"
+    concurrency: int = Field(1, gt=0, description="Processor actors (http: request "
+                             "workers; vllm: engine replicas).")
+    batch_size: int = Field(8, gt=0, description="Rounds per batch sent together.")
+    qps: float | None = Field(None, gt=0, description="http: request rate cap per worker.")
+    max_retries: int = Field(3, ge=0, description="http: retries of 429/5xx/lost "
+                             "connections per request (then the job fails; rerun resumes).")
+    model_source: str | None = Field(None, description="vllm: the model (a path or hub id).")
+    engine_kwargs: dict[str, Any] = Field(default_factory=dict, description="vllm: engine "
+                                          "arguments (max_model_len, ...).")
+    accelerator_type: str | None = Field(None, description="vllm: e.g. H100.")
+
+
 class BackfillArgs(JobArgs):
     input: list[str] = Field(..., min_length=1, description="Parquet / JSONL files or dirs.")
     format: Literal["auto", "parquet", "jsonl"] = "auto"
@@ -76,6 +96,19 @@ class BackfillArgs(JobArgs):
     drain_rows: int = Field(2000, gt=0, description="Bulk write size (infer=False).")
     partitions: int = Field(16, gt=0, description="Hash partitions of the group-by-user "
                             "shuffle (more for big logs on big clusters).")
+    llm: LLMStageArgs = Field(default_factory=LLMStageArgs)
+
+    @property
+    def llm_stage(self) -> bool:
+        """Extraction through the Ray Data LLM processor: when `infer` and the memory
+        config extracts with an endpoint (`http`) or the job brings vLLM (`vllm`)."""
+        return self.infer and (self.memory.write.uses == "llm" or self.llm.processor == "vllm")
+
+    @model_validator(mode="after")
+    def _check_llm(self) -> Self:
+        if self.llm.processor == "vllm" and not self.llm.model_source:
+            raise ValueError("llm.processor 'vllm' needs llm.model_source")
+        return self
 
 
 class MaintenanceArgs(JobArgs):

@@ -45,6 +45,7 @@ from typing import Any
 from memray.config import MemoryConfig
 from memray.core.memory import Memory
 from memray.embed.base import Embedder
+from memray.errors import ExtractionError
 from memray.models import MemoryEvent, MemoryRecord, MemoryStatus
 
 DEFAULT_SET = Path(__file__).resolve().parents[2] / "tests/data/extraction/conversations.jsonl"
@@ -312,6 +313,7 @@ def _run(convs: dict[str, list[dict[str, Any]]], path: str | Path, emb: Embedder
     tally = Tally()
     turns: list[dict[str, Any]] = []
     rounds: list[dict[str, float]] = []
+    failures: list[str] = []
     started = time.perf_counter()
     for conv, rows in convs.items():
         with tempfile.TemporaryDirectory(prefix="memray-xbench-") as tmp:
@@ -325,15 +327,19 @@ def _run(convs: dict[str, list[dict[str, Any]]], path: str | Path, emb: Embedder
                                 if r.status in _LIVE]
                     before = (time.perf_counter(), TOTAL.calls, TOTAL.prompt_tokens,
                                   TOTAL.completion_tokens, TOTAL.cached_tokens)
-                    result = m.add([{"role": "user", "content": row["turn"]},
-                                    {"role": "assistant", "content": "OK."}],
-                                   user_id=f"u-{conv}", session_id=f"{conv}-s{i}")
+                    try:
+                        events = m.add([{"role": "user", "content": row["turn"]},
+                                        {"role": "assistant", "content": "OK."}],
+                                       user_id=f"u-{conv}", session_id=f"{conv}-s{i}").events
+                    except ExtractionError as exc:  # counted; its turns wait in the log
+                        failures.append(f"{conv}#{i}: {exc}")
+                        events = []
                     rounds.append({"seconds": time.perf_counter() - before[0],
                                    "calls": TOTAL.calls - before[1],
                                    "prompt_tokens": TOTAL.prompt_tokens - before[2],
                                    "completion_tokens": TOTAL.completion_tokens - before[3],
                                    "cached_tokens": TOTAL.cached_tokens - before[4]})
-                    turns.append(tally.add_turn(row, kept_from_events(result.events), live))
+                    turns.append(tally.add_turn(row, kept_from_events(events), live))
                 dump = json.dumps(list(m.export(user_id=f"u-{conv}")), ensure_ascii=False,
                                   default=str)
                 secrets = [p for row in rows for p in row.get("pii", ())]
@@ -344,7 +350,7 @@ def _run(convs: dict[str, list[dict[str, Any]]], path: str | Path, emb: Embedder
     out = tally.result()
     out |= {"set": str(path), "conversations": len(convs), "turns": len(turns),
             "seconds": round(time.perf_counter() - started, 1), "per_turn": turns,
-            "rounds": _round_costs(rounds)}
+            "rounds": _round_costs(rounds), "failed_rounds": failures}
     return out
 
 
@@ -436,7 +442,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(table(result))
         print(f"\n{result['turns']} turns, {result['conversations']} conversations, "
-              f"{result['seconds']} s; per round: {result['rounds']}")
+              f"{result['seconds']} s; per round: {result['rounds']}; failed rounds: "
+              f"{len(result['failed_rounds'])}")
     return 0
 
 

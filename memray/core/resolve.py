@@ -187,7 +187,11 @@ class Resolver:
             self._follow_op(scope, fact, vec, related, plan, now, stored)
             return
         opposite = _opposite(fact.slot)
-        same = [r for r, _ in related if fact.slot and r.slot == fact.slot]
+        # A slot names one fact when it holds one value (city) or carries its object
+        # (like:jazz); "task" or "diet" alone hold many different facts, which only
+        # similarity tells apart.
+        same = [r for r, _ in related if fact.slot and r.slot == fact.slot
+                and (is_single_valued(fact.slot) or ":" in fact.slot)]
         rivals = [r for r, _ in related if opposite and r.slot == opposite]
         if same and is_single_valued(fact.slot):
             rivals += [r for r in same if r.content_hash != content_hash(fact.content)]

@@ -90,27 +90,16 @@ class LLMExtractor:
         return self.judge
 
     def extract(self, turns: Sequence[Turn], existing: Sequence[MemoryRecord]) -> Extraction:
-        commands = self._front.extract(turns, existing)
-        forget_turns = {f.turn_id for f in commands.forgets}
-        # A user turn that only asks about the world cannot hold a fact about the user; a
-        # model asked anyway may keep the question (small ones do), and it costs a call.
-        rest = [t for t in turns if t.id not in forget_turns
-                and not (t.role == "user" and says_nothing_about_user(t.content))]
-        if not any(t.role == "user" for t in rest):
-            return Extraction(forgets=commands.forgets)
-        answer = self._ask(self._prompt(rest, existing), FACTS_SCHEMA, "memray_facts",
-                           lambda raw: _facts(raw, existing, rest), self._cfg.max_tokens)
-        said = " ".join(t.content for t in rest if t.role == "user")
-        # A fact the user stated must be in what the user said; an inference may not be
-        # (it waits on probation instead).
-        kept = [f for f in answer if f.op in ("NOOP", "DELETE")
-                or f.source is MemorySource.INFERRED or grounded(f.content, said)]
-        if len(kept) < len(answer):
+        commands, rest = split_round(self._front, turns, existing)
+        if not rest:
+            return commands
+        facts, dropped = self._ask(self._prompt(rest, existing), FACTS_SCHEMA, "memray_facts",
+                                   lambda raw: read_facts(raw, existing, rest),
+                                   self._cfg.max_tokens)
+        if dropped:
             with self._usage_lock:
-                self.usage.ungrounded += len(answer) - len(kept)
-            log.info("dropped %d fact(s) that share no word with the user's turns",
-                     len(answer) - len(kept))
-        return Extraction(facts=kept, forgets=commands.forgets)
+                self.usage.ungrounded += dropped
+        return Extraction(facts=facts, forgets=commands.forgets)
 
     def judge(self, fact: Fact, record: MemoryRecord) -> bool:
         """Grey-band judge: do the two statements say the same thing about the user?"""
@@ -147,7 +136,7 @@ class LLMExtractor:
                 return parse(self._once(body))
             except (httpx.TimeoutException, httpx.TransportError) as exc:
                 last = f"{type(exc).__name__}: {exc}"
-            except _RetryableError as exc:
+            except RetryableError as exc:
                 last = str(exc)
             log.warning("LLM call failed (attempt %d): %s", attempt + 1, last)
         raise ExtractionError(f"LLM extraction failed after {self._cfg.max_retries + 1} "
@@ -158,7 +147,7 @@ class LLMExtractor:
         with tracing.chat(self._cfg.model, self._cfg.base_url, body["messages"]) as span:
             resp = self._client.post("chat/completions", json=body)
             if resp.status_code >= 500 or resp.status_code == 429:
-                raise _RetryableError(f"HTTP {resp.status_code}")
+                raise RetryableError(f"HTTP {resp.status_code}")
             if resp.status_code >= 400:
                 raise ExtractionError(f"LLM endpoint refused the request: HTTP "
                                       f"{resp.status_code}: {resp.text[:300]}")
@@ -169,13 +158,13 @@ class LLMExtractor:
                 choice = answer["choices"][0]
                 content = choice["message"]["content"]
             except (KeyError, IndexError, TypeError, ValueError) as exc:
-                raise _RetryableError(f"not a chat completion: {str(exc)[:200]}") from exc
+                raise RetryableError(f"not a chat completion: {str(exc)[:200]}") from exc
             if choice.get("finish_reason") == "length":
-                raise _RetryableError("answer cut off at max_tokens")
+                raise RetryableError("answer cut off at max_tokens")
             try:
                 return json.loads(content)
             except (TypeError, json.JSONDecodeError) as exc:
-                raise _RetryableError(f"answer is not JSON: {str(exc)[:200]}") from exc
+                raise RetryableError(f"answer is not JSON: {str(exc)[:200]}") from exc
 
     def _count(self, usage: dict[str, Any], seconds: float) -> None:
         details = usage.get("prompt_tokens_details") or {}
@@ -188,14 +177,52 @@ class LLMExtractor:
                 total.seconds += seconds
 
 
-class _RetryableError(Exception):
+def split_round(front: RuleExtractor, turns: Sequence[Turn],
+                existing: Sequence[MemoryRecord]) -> tuple[Extraction, list[Turn]]:
+    """The rules' commands (forgets), and the turns left for the LLM: none when no user
+    turn is left. A user turn that only asks about the world cannot hold a fact about the
+    user; a model asked anyway may keep the question (small ones do), and it costs a call."""
+    commands = front.extract(turns, existing)
+    forget_turns = {f.turn_id for f in commands.forgets}
+    rest = [t for t in turns if t.id not in forget_turns
+            and not (t.role == "user" and says_nothing_about_user(t.content))]
+    if not any(t.role == "user" for t in rest):
+        rest = []
+    return Extraction(forgets=commands.forgets), rest
+
+
+def facts_request(model: str, turns: Sequence[Turn], existing: Sequence[MemoryRecord],
+                  max_tokens: int) -> dict[str, Any]:
+    """The chat-completions body of one extraction (first attempt)."""
+    return {"model": model, "max_tokens": max_tokens, "temperature": 0, "seed": 0,
+            "messages": messages([m.content for m in existing],
+                                 [(t.role, t.content) for t in turns]),
+            "response_format": response_format(FACTS_SCHEMA, "memray_facts")}
+
+
+def read_facts(raw: Any, existing: Sequence[MemoryRecord],
+               turns: Sequence[Turn]) -> tuple[list[Fact], int]:
+    """The facts of a parsed answer, checked; and how many were dropped as ungrounded: a
+    fact the user stated must share a word with what they said (an inference need not: it
+    waits on probation instead)."""
+    facts = _facts(raw, existing, turns)
+    said = " ".join(t.content for t in turns if t.role == "user")
+    kept = [f for f in facts if f.op in ("NOOP", "DELETE")
+            or f.source is MemorySource.INFERRED or grounded(f.content, said)]
+    if len(kept) < len(facts):
+        log.info("dropped %d fact(s) that share no word with the user's turns",
+                 len(facts) - len(kept))
+    return kept, len(facts) - len(kept)
+
+
+class RetryableError(Exception):
     """A failure worth another attempt (5xx, 429, malformed or out-of-range answers)."""
 
 
 def _field(item: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
     value = item.get(key)
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise _RetryableError(f"fact field {key!r} is missing or of the wrong type")
+        raise RetryableError(f"fact field {key!r} is missing or of the wrong type")
     return value
 
 
@@ -203,20 +230,20 @@ def _facts(raw: Any, existing: Sequence[MemoryRecord], turns: Sequence[Turn]) ->
     """What the grammar cannot promise, checked here: enums, ids in range, lengths."""
     items = raw.get("facts") if isinstance(raw, dict) else None
     if not isinstance(items, list) or set(raw) != {"facts"}:
-        raise _RetryableError("answer must be {\"facts\": [...]} and nothing else")
+        raise RetryableError("answer must be {\"facts\": [...]} and nothing else")
     known = {f"t{i}": t.id for i, t in enumerate(turns)}
     users = tuple(t.id for t in turns if t.role == "user")
     out = []
     for item in items:
         if not isinstance(item, dict):
-            raise _RetryableError("each fact must be an object")
+            raise RetryableError("each fact must be an object")
         op, mtype, source = (_field(item, k, str) for k in ("op", "type", "source"))
         if op not in OPS or mtype not in TYPES or source not in SOURCES:
-            raise _RetryableError(f"op {op!r}, type {mtype!r} or source {source!r} is not "
+            raise RetryableError(f"op {op!r}, type {mtype!r} or source {source!r} is not "
                                   f"one of {OPS}, {TYPES}, {SOURCES}")
         content = _field(item, "content", str).strip()
         if not content:
-            raise _RetryableError("a fact with empty content")
+            raise RetryableError("a fact with empty content")
         idx = _field(item, "id", int)
         target = None
         if idx == -1 and op != "ADD":
@@ -227,7 +254,7 @@ def _facts(raw: Any, existing: Sequence[MemoryRecord], turns: Sequence[Turn]) ->
         if op != "ADD":
             if not 0 <= idx < len(existing):
                 shown = f"[0]..[{len(existing) - 1}]" if existing else "none"
-                raise _RetryableError(f"{op} names memory [{idx}], but the memories shown "
+                raise RetryableError(f"{op} names memory [{idx}], but the memories shown "
                                       f"were {shown}")
             target = existing[idx].id
             if op == "UPDATE" and content == existing[idx].content.strip():
@@ -273,12 +300,12 @@ def grounded(content: str, said: str) -> bool:
 
 def _verdict(raw: Any) -> bool:
     if not isinstance(raw, dict) or not isinstance(raw.get("same_fact"), bool):
-        raise _RetryableError("verdict must be {\"same_fact\": true|false}")
+        raise RetryableError("verdict must be {\"same_fact\": true|false}")
     return bool(raw["same_fact"])
 
 
 def _summary(raw: Any) -> str:
     text = raw.get("summary") if isinstance(raw, dict) else None
     if not isinstance(text, str) or not text.strip():
-        raise _RetryableError("summary must be {\"summary\": \"<non-empty text>\"}")
+        raise RetryableError("summary must be {\"summary\": \"<non-empty text>\"}")
     return text.strip()

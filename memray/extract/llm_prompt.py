@@ -27,7 +27,8 @@ about the world. Never keep passwords, card numbers, emails or phone numbers.
 Write each fact as a short statement about the user in the user's own language, keeping
 their words for names and things (never translate them).
 
-EXISTING memories are shown as [n] text. For each fact choose op and id:
+For each fact write content, type and slot first. Then compare it with the EXISTING
+memories, shown as [n] text, and choose op and id:
 - ADD, id -1: nothing in EXISTING says it.
 - UPDATE, id n: it changes or corrects [n]; content is the whole new fact.
 - DELETE, id n: the user says [n] is no longer true, or asks you to forget or stop
@@ -47,24 +48,28 @@ When nothing is worth keeping, answer {"facts": []}."""
 
 def _fact(op: str, id: int, content: str, type: str, slot: str, importance: float,
           turns: list[str]) -> dict[str, Any]:
-    return {"op": op, "id": id, "content": content, "type": type, "source": "user_stated",
-            "slot": slot, "importance": importance, "turns": turns}
+    return {"content": content, "type": type, "slot": slot, "op": op, "id": id,
+            "source": "user_stated", "importance": importance, "turns": turns}
 
 
-# (existing memories, conversation, answer)
+# (existing memories, conversation, answer). Memories the round does not touch are left
+# out of the answers, as the instructions ask.
 EXAMPLES: list[tuple[list[str], list[tuple[str, str]], list[dict[str, Any]]]] = [
     (["Lives in Berlin", "Likes jazz"],
      [("user", "We moved to Lisbon in May. Any tips for learning Portuguese?")],
      [_fact("UPDATE", 0, "Lives in Lisbon", "identity", "city", 0.8, ["t0"]),
       _fact("ADD", -1, "Is learning Portuguese", "task_state", "learning:portuguese", 0.6,
             ["t0"])]),
-    (["每天早上跑步"],
+    (["Name is Tom", "Works as a chef"],
+     [("user", "I just adopted a kitten called Pepper.")],
+     [_fact("ADD", -1, "Has a kitten called Pepper", "identity", "pet:cat", 0.6, ["t0"])]),
+    (["每天早上跑步", "养了一只猫"],
      [("user", "其实我早上不跑步了，改成游泳。还有我对花生过敏。")],
      [_fact("UPDATE", 0, "每天早上游泳", "behavior", "routine:morning", 0.6, ["t0"]),
       _fact("ADD", -1, "对花生过敏", "constraint", "diet", 0.9, ["t0"])]),
     (["Has a dog named Biscuit", "在银行工作"],
      [("user", "工作的事你就别再记着了。"), ("assistant", "好的。"),
-      ("user", "And yes, Biscuit still loves the beach.")],
+      ("user", "As I said, Biscuit is my dog.")],
      [_fact("DELETE", 1, "在银行工作", "identity", "job", 0.5, ["t0"]),
       _fact("NOOP", 0, "Has a dog named Biscuit", "identity", "pet:dog", 0.6, ["t2"])]),
     (["Is vegetarian"],
@@ -102,13 +107,15 @@ def _object(properties: dict[str, Any]) -> dict[str, Any]:
             "additionalProperties": False}
 
 
+# The fact comes first, its relation to the memories shown after it: a model that must
+# name an op first tends to list the memories it was shown instead of what was said.
 FACTS_SCHEMA = _object({"facts": {"type": "array", "items": _object({
-    "op": {"type": "string", "enum": list(OPS)},
-    "id": {"type": "integer"},
     "content": _STR,
     "type": {"type": "string", "enum": list(TYPES)},
-    "source": {"type": "string", "enum": list(SOURCES)},
     "slot": _STR,
+    "op": {"type": "string", "enum": list(OPS)},
+    "id": {"type": "integer"},
+    "source": {"type": "string", "enum": list(SOURCES)},
     "importance": {"type": "number"},
     "turns": {"type": "array", "items": _STR},
 })}})

@@ -40,7 +40,13 @@ REMEMBER = re.compile(r"^(?:请)?(?:你)?(?:要)?记住[:：,，]?\s*|^(?:please
 FORGET = re.compile(r"忘掉|忘记|忘了吧|删掉|删除|清空|抹掉|别再提|不要再提|"
                     r"\bforget\b|\b(?:delete|remove|clear)\b.*\b(?:know|remember|memor|data|"
                     r"have|info|about)|"
-                    r"\bstop mentioning\b|\bdon't mention\b.*\bagain\b|\berase\b|\bwipe\b",
+                    r"\bstop mentioning\b|\bdon't mention\b.*\bagain\b|\berase\b|\bwipe\b|"
+                    # Asking not to keep something in memory is a forget too, in any words
+                    # for keeping: "stop keeping … in mind", "别再记着…", "不用记住…".
+                    r"别再?记(?:着|住|了)|不要再?记(?:着|住)?|不用再?记(?:着|住)?|"
+                    r"\bstop (?:keeping|remembering|storing|tracking|saving)\b|"
+                    r"\bno need to (?:remember|keep)\b|"
+                    r"^(?:please\s+)?(?:don't|do not) (?:keep|remember|store|save)\b",
                     re.I)
 # Forget-everything needs an "all" word AND no topic left once the command's own words
 # are taken out (see `forget_command`): "delete all of your memories about my working
@@ -50,6 +56,8 @@ _FORGET_ALL = re.compile(r"所有|全部|一切|通通|统统|\b(?:everything|al
 # whatever remains after removing them is the topic.
 _COMMAND_WORDS = re.compile(
     r"忘掉|忘记|忘了吧|忘了|删掉|删除|删了|清除|清空|抹掉|别再提|不要再提|别提|再也别|"
+    r"别再记着|别再记住|别再记|别记着|别记住|别记了|别记|不要再记|不要记着|不要记住|不要记|"
+    r"不用再记|不用记着|不用记住|不用记|说过|提过|说的|提到|"
     r"请|麻烦|帮我|你|您|把|将|我|关于|有关|相关|的|所有|全部|一切|通通|统统|"
     r"记忆|记得|知道|信息|内容|这件事|那件事|这事|事情|东西|资料|数据|都|吧|了|啊|呢|吗|掉|"
     r"\b(?:please|kindly|can|could|would|will|you|your|yours|forget|delete|erase|remove|wipe|"
@@ -58,7 +66,8 @@ _COMMAND_WORDS = re.compile(
     r"kept|have|has|had|got|about|regarding|concerning|related|on|to|me|my|mine|i|i've|"
     r"i'm|what|that|this|these|those|the|a|an|it|is|are|was|info|information|data|stuff|"
     r"things?|details?|now|just|from|in|and|any|there|start|fresh|over|let's|lets|"
-    r"okay|ok)\b|[^\w\s]|_", re.I)
+    r"okay|ok|keeping|remembering|storing|tracking|saving|mind|no|need|said|say|told|tell|"
+    r"mentioned)\b|[^\w\s]|_", re.I)
 
 # Occupations, so a job is recognised by what it names rather than one phrasing.
 _JOBS_EN = ("engineer|developer|programmer|doctor|physician|surgeon|dentist|nurse|pharmacist|"
@@ -109,7 +118,8 @@ RULES: tuple[Rule, ...] = (
        r" (?:like|love|enjoy|prefer|adore)\s+(?P<obj2>.+)|"
        r"\b(?:fan of|favou?rite \w+ is)\s+(?P<obj3>.+)"),
     _r("name", MemoryType.IDENTITY, 0.9,
-       r"我叫|我的名字|\bmy name is\b|\bcall me\b|\bi'm called\b"),
+       r"我叫|我的名字|叫我|喊我|称呼我|\bmy name is\b|\bcall me\b|\bi'm called\b|"
+       r"\bmy nickname\b|我的小名|我的昵称"),
     _r("family:", MemoryType.IDENTITY, 0.8,
        r"我(?:的)?(?P<obj>女儿|儿子|妻子|老婆|丈夫|老公|妈妈|爸爸|母亲|父亲|孩子|男朋友|女朋友)|"
        r"\bmy (?P<obj2>wife|husband|daughter|son|kids?|children|mother|mom|father|dad|"
@@ -134,7 +144,10 @@ RULES: tuple[Rule, ...] = (
        r"(?:.*?\b(?:every|each)\s+(?P<obj>morning|evening|night|day|weekend|week)\b"
        r"|.*?每(?:天|日)?(?P<obj2>早上|早晨|上午|中午|下午|晚上|周末|晚|早|天)"
        r"|.*?\bi (?:usually|normally|always|often) \w+.*?\b(?:in the |at )?(?P<obj3>morning|"
-       r"evening|night|weekends?)\b|.*?我习惯(?:在)?(?P<obj4>早上|晚上|周末|中午)?)"),
+       r"evening|night|weekends?)\b|.*?我习惯(?:在)?(?P<obj4>早上|晚上|周末|中午)?"
+       # A habit changed for a time of day is still a habit of that time of day.
+       r"|.*?(?P<obj5>早上|早晨|上午|中午|下午|晚上|周末)(?:都|也|就)?(?:改|换)"
+       r"|.*?(?:改成|改为|换成)(?:每天)?(?P<obj6>早上|早晨|上午|中午|下午|晚上|周末))"),
     _r("availability", MemoryType.CONSTRAINT, 0.7,
        r"有空|没空|空闲|有时间|没时间|早九晚六|朝九晚五|九九六|996|点以后|点之后|点以前|点前|"
        r"作息|上班时间|下班|加班|"
@@ -158,6 +171,16 @@ RULES: tuple[Rule, ...] = (
     _r("own:", MemoryType.FACT, 0.4,
        r"\b(?:i|we) (?:own|drive|bought|just bought) (?:a |an |the |my )?(?P<obj>.+)|"
        r"我(?:有|买了)(?:一|两)(?:辆|台|套|部)(?P<obj2>.+)"),
+    # A plan bound to a near time is task state, so it expires like one: someone doing or
+    # about to do something ("I'm flying", "need to finish") by a date ahead.
+    _r("task", MemoryType.TASK_STATE, 0.5,
+       r"\b(?:(?:i'm|i am|we're|we are)\s+\w+ing|(?:i'll|i will|we'll|we will|going to|"
+       r"plan(?:ning)? to|have to|need to)\s+\w+)\b.*\b(?:next (?:week|month|year|weekend|"
+       r"monday|tuesday|wednesday|thursday|friday|saturday|sunday)|tomorrow|this (?:weekend|"
+       r"week|month|friday|saturday|sunday)|in (?:two|three|\d+) (?:days|weeks))\b|"
+       r"(?:下周|下星期|下个月|明天|后天|这周末|下周末|月底|年底|过几天).{0,16}"
+       r"(?:要|去|准备|打算|计划|得)|(?:要|准备|打算|计划)\S{0,6}(?:下周|下星期|下个月|明天|"
+       r"后天|这周末|下周末|月底|年底)"),
     _r("task", MemoryType.TASK_STATE, 0.5,
        r"正在|在做|在写|在准备|在搞|截止|这周要|下周要|"
        r"\b(?:i'm working on|i am working on|currently (?:building|writing|preparing|working)|"
@@ -189,13 +212,25 @@ _EDGE = " \t\n;；。.!！"
 _OBJ_TRIM = re.compile(r"^[\s的了着过是用]+|[\s。！？!?.，,；;了啊呀吧呢哈哦喔嘛啦]+$")
 
 
+# "My partner and I moved": the "and" joins two subjects, not two clauses.
+_SUBJECT_ONLY = re.compile(r"^(?:my|our)(?:\s+[\w-]+){1,2}$", re.I)
+
+
 def clauses(text: str) -> list[str]:
     out = []
     for sentence in _SENTENCE.split(text):
+        joined = ""
         for part in _CLAUSE.split(sentence):
             clause = _CONJUNCTION.sub("", (part or "").strip(_EDGE)).strip(_EDGE)
+            if joined:
+                clause, joined = f"{joined} and {clause}", ""
+            if _SUBJECT_ONLY.match(clause) and " and " in sentence:
+                joined = clause
+                continue
             if clause:
                 out.append(clause)
+        if joined:
+            out.append(joined)
     return out
 
 
@@ -216,7 +251,9 @@ def says_nothing_about_user(text: str) -> bool:
 _OBJ_LEAD = re.compile(r"^(?:(?:the )?(?:taste|smell|flavou?r) of |eating |drinking |to eat |"
                        r"to drink |the |an? )+|^[喝吃玩看听用]+(?=\S)", re.I)
 _OBJ_TAIL = re.compile(r"(?:味的东西|的东西|味道?|之类的|这类的?|一类的?|类的|这种东西)$|"
-                       r"\s+(?:very much|a lot|so much)$", re.I)
+                       r"\s+(?:very much|a lot|so much)$|"
+                       # "jazz anymore" is the same thing as "jazz": when is not what.
+                       r"\s+(?:anymore|any more|these days|nowadays|now|lately|at all)$", re.I)
 PERIODS = {"早上": "morning", "早晨": "morning", "上午": "morning", "早": "morning",
            "中午": "noon", "下午": "afternoon", "晚上": "evening", "晚": "evening",
            "night": "evening", "周末": "weekend", "weekends": "weekend", "天": "day",
@@ -230,7 +267,7 @@ def normalize_object(value: str) -> str:
 
 
 def _object(match: re.Match[str]) -> str:
-    for key in ("obj", "obj2", "obj3", "obj4"):
+    for key in ("obj", "obj2", "obj3", "obj4", "obj5", "obj6"):
         value = match.groupdict().get(key)
         if value:
             return normalize_object(value)
@@ -242,8 +279,17 @@ _PRONOUNS = frozenset({"it", "them", "that", "this", "these", "those", "him", "h
                        "那个"})
 
 
+_JOINT_SUBJECT = re.compile(r"^(?:my|our)(?:\s+[\w-]+){1,2}\s+and\s+(?=(?:i|we)\b)", re.I)
+
+
 def classify(clause: str) -> tuple[Rule, str] | None:
-    """The first rule matching the clause, with the slot it names."""
+    """The first rule matching the clause, with the slot it names. With a joint subject
+    ("my partner and I moved to …") what they do decides, not who else does it."""
+    joint = _JOINT_SUBJECT.match(clause)
+    if joint:
+        found = classify(clause[joint.end():])
+        if found is not None:
+            return found
     for rule in RULES:
         m = rule.pattern.search(clause)
         if m:
@@ -265,6 +311,26 @@ def _topic_terms(topic: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(re.findall(r"[\u4e00-\u9fff]+|[^\W\d_]+|\d+", topic.casefold())))
 
 
+def _topic_slots(text: str) -> list[str]:
+    """The slots of the known topics a forget names. Specific topics first, and a matched
+    span is used up; of two topics side by side ("work projects", "工作项目") the second is
+    the head noun and the first only qualifies it."""
+    found: list[tuple[int, int, tuple[str, ...]]] = []
+    rest = text
+    for pattern, group in TOPICS:
+        for m in pattern.finditer(rest):
+            found.append((m.start(), m.end(), group))
+        rest = pattern.sub(lambda m: " " * len(m.group()), rest)
+    found.sort()
+    slots: list[str] = []
+    for i, (_, end, group) in enumerate(found):
+        nxt = found[i + 1][0] if i + 1 < len(found) else None
+        if nxt is not None and not text[end:nxt].strip():
+            continue  # a modifier of the next topic
+        slots += group
+    return slots
+
+
 def forget_command(turn: Turn) -> Forget | None:
     """A forget names a topic and deletes only what matches it: known topics map to slots,
     a stated fact ("forget that I like jazz") to its slot, anything else to terms the
@@ -276,11 +342,8 @@ def forget_command(turn: Turn) -> Forget | None:
     # The topic lost its subject with the command's words: "like jazz" is "I like jazz".
     stated = (classify(topic) or classify("I " + topic)) if topic else None
     slots: list[str] = [stated[1]] if stated else []
-    rest = text
-    for pattern, group in TOPICS if not stated else ():  # specific topics first
-        if pattern.search(rest):
-            slots += group
-            rest = pattern.sub(" ", rest)  # a matched span is used up
+    if not stated:
+        slots += _topic_slots(text)
     if slots:
         return Forget(slots=tuple(dict.fromkeys(slots)), turn_id=turn.id)
     if topic:
@@ -325,6 +388,10 @@ class RuleExtractor:
                 if found is None:
                     continue
                 rule, slot = found
+                joint = _JOINT_SUBJECT.match(clause)
+                partner = classify(joint.group(0).rsplit(" and", 1)[0]) if joint else None
+                if partner is not None and partner[1] != slot:
+                    groups.append((partner[0], partner[1], [clause], hedged))
                 if groups and groups[-1][1] == slot:
                     groups[-1][2].append(clause)
                     groups[-1] = (*groups[-1][:3], groups[-1][3] or hedged)

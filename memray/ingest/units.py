@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -47,7 +47,7 @@ def _rounds(turns: Sequence[LogTurn]) -> list[list[LogTurn]]:
     return [r for r in rounds if any(t.role == "user" for t in r)]
 
 
-def _fact_json(f: Fact) -> dict[str, Any]:
+def fact_json(f: Fact) -> dict[str, Any]:
     d = asdict(f)
     # Resolution runs against the store later; an LLM's op/target from a worker that saw
     # none of the user's memories would be guesses.
@@ -65,9 +65,9 @@ def forget_from_json(d: dict[str, Any]) -> Forget:
                   everything=d["everything"], turn_id=d["turn_id"])
 
 
-def build_unit(turns: Iterable[LogTurn], *, infer: bool, extractor: Extractor | None,
-               done: frozenset[str], reply_chars: int = 300) -> Unit | None:
-    """One user's unit from their turns; None when every session is already imported."""
+def sessions_todo(turns: Iterable[LogTurn], done: frozenset[str]
+                  ) -> tuple[list[str], list[list[LogTurn]]]:
+    """One user's sessions not yet imported: their checkpoint keys and sorted turns."""
     by_session: dict[str, list[LogTurn]] = defaultdict(list)
     for t in turns:
         by_session[t.session_id].append(t)
@@ -79,8 +79,32 @@ def build_unit(turns: Iterable[LogTurn], *, infer: bool, extractor: Extractor | 
         if mark_key(user_id, key) not in done:
             keys.append(key)
             todo.append(ts)
+    return keys, todo
+
+
+def plan_rounds(todo: Sequence[list[LogTurn]], keys: Sequence[str]
+                ) -> Iterator[tuple[str, str, int, list[Turn]]]:
+    """Each round of the sessions to import: (checkpoint key, session id, time, turns as
+    the extractor sees them: redacted, empty ones left out)."""
+    for key, ts in zip(keys, todo, strict=True):
+        for r in _rounds(ts):
+            sid = r[0].session_id
+            yield key, sid, max(t.ts_ms for t in r), _turns(r)
+
+
+def _turns(turns: list[LogTurn]) -> list[Turn]:
+    sid = turns[0].session_id
+    return [Turn(f"{sid}:{t.turn_id}", t.role, redact(t.content)) for t in turns
+            if t.content.strip()]
+
+
+def build_unit(turns: Iterable[LogTurn], *, infer: bool, extractor: Extractor | None,
+               done: frozenset[str], reply_chars: int = 300) -> Unit | None:
+    """One user's unit from their turns; None when every session is already imported."""
+    keys, todo = sessions_todo(turns, done)
     if not keys:
         return None
+    user_id = todo[0][0].user_id
     unit: Unit = {"user_id": user_id, "sessions": keys,
                   "turns": sum(len(ts) for ts in todo)}
     if infer:
@@ -111,11 +135,9 @@ def _items(user_id: str, turns: list[LogTurn], reply_chars: int) -> list[dict[st
 
 def _extract(turns: list[LogTurn], extractor: Extractor) -> dict[str, Any]:
     sid = turns[0].session_id
-    found: Extraction = extractor.extract(
-        [Turn(f"{sid}:{t.turn_id}", t.role, redact(t.content)) for t in turns
-         if t.content.strip()], [])
+    found: Extraction = extractor.extract(_turns(turns), [])
     return {"session_id": sid, "ts_ms": max(t.ts_ms for t in turns),
-            "facts": [_fact_json(f) for f in found.facts],
+            "facts": [fact_json(f) for f in found.facts],
             "forgets": [asdict(g) for g in found.forgets]}
 
 

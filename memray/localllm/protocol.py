@@ -37,7 +37,9 @@ def complete(runtime: Runtime, model: str, body: Any) -> dict[str, Any]:
         raise BadRequestError("the body must be a JSON object")
     messages = _messages(body.get("messages"))
     schema = _schema(body.get("response_format"))
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens")) or DEFAULT_MAX_TOKENS
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    if max_tokens is None:
+        max_tokens = DEFAULT_MAX_TOKENS
     temperature = body.get("temperature", 0.0)
     if not isinstance(max_tokens, int) or not 0 < max_tokens <= runtime.n_ctx:
         raise BadRequestError(f"max_tokens must be an integer in 1..{runtime.n_ctx}")

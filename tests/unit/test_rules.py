@@ -156,3 +156,42 @@ def test_habits_pets_possessions_learning_and_plural_corrections(
     ("I like jazz. Maybe I'll try salsa", 0.9), ("我喜欢爵士", 0.9)])
 def test_hedged_statements_are_low_confidence(text: str, confidence: float) -> None:
     assert X.extract([Turn("s:0", "user", text)], []).facts[0].confidence == confidence
+
+
+@pytest.mark.parametrize(("text", "slots"), [
+    ("Please stop keeping my job in mind.", ("job",)),
+    ("我的工作你别再记着了。", ("job",)),
+    ("关于我工作的一切都别记了。", ("job",)),
+    ("No need to remember my schedule.", ("availability",)),
+    ("Don't keep my address.", ("city",)),
+])
+def test_forgets_in_words_for_not_keeping(text: str, slots: tuple[str, ...]) -> None:
+    out = X.extract([Turn("s:0", "user", text)], [])
+    assert out.facts == [] and [f.slots for f in out.forgets] == [slots]
+
+
+def test_what_i_said_about_is_part_of_the_command() -> None:
+    (forget,) = X.extract([Turn("s:0", "user", "Forget what I said about my bike.")], []).forgets
+    assert forget.terms == ("bike",)
+
+
+def test_statements_about_keeping_are_not_forgets() -> None:
+    assert X.extract([Turn("s:0", "user", "I don't keep pets anymore.")], []).forgets == []
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("I don't like jazz anymore.", ("dislike:jazz", "preference")),
+    ("其实我现在早上改喝茶了。", ("routine:morning", "behavior")),
+    ("I'm flying to Tokyo next week for a conference.", ("task", "task_state")),
+    ("下周我要去北京出差。", ("task", "task_state")),
+    ("以后叫我豆豆就行。", ("name", "identity")),
+])
+def test_flips_joint_subjects_habit_changes_plans_and_nicknames(
+        text: str, want: tuple[str, str]) -> None:
+    assert [(s, t) for s, t, _ in facts(text)] == [want]
+
+
+def test_a_joint_subject_is_never_a_fragment() -> None:
+    got = facts("My partner and I moved to Lisbon.")
+    assert sorted(s for s, _, _ in got) == ["city", "family:partner"]
+    assert {c for _, _, c in got} == {"My partner and I moved to Lisbon"}
