@@ -142,8 +142,8 @@ def extract_with_llm(ds: Any, args: LLMStageArgs, memory: MemoryConfig,
         fn_kwargs={"memory": memory.model_dump(mode="json"), "done": done}).materialize()
     # Materialized: the two branches below read it, and an unmaterialized source would
     # be read (and shuffled) twice, each branch holding back the other's CPU budget.
-    asks = rounds.filter(lambda r: r["body"] != "")
-    rest = rounds.filter(lambda r: r["body"] == "")
+    asks = rounds.filter(lambda r: r["body"] != "", num_cpus=_LIGHT)
+    rest = rounds.filter(lambda r: r["body"] == "", num_cpus=_LIGHT)
     answered = build(args, memory)(asks).select_columns(_COLUMNS)
     return answered.union(rest).groupby("user_id", num_partitions=partitions).map_groups(
         unit_of_user, batch_format="pandas", num_cpus=_LIGHT)

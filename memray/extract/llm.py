@@ -202,17 +202,28 @@ def facts_request(model: str, turns: Sequence[Turn], existing: Sequence[MemoryRe
 
 def read_facts(raw: Any, existing: Sequence[MemoryRecord],
                turns: Sequence[Turn]) -> tuple[list[Fact], int]:
-    """The facts of a parsed answer, checked; and how many were dropped as ungrounded: a
-    fact the user stated must share a word with what they said (an inference need not: it
-    waits on probation instead)."""
+    """The facts of a parsed answer, checked; and how many were dropped as having nothing
+    in what the user said this round to show for them (`_evidenced`)."""
     facts = _facts(raw, existing, turns)
     said = " ".join(t.content for t in turns if t.role == "user")
-    kept = [f for f in facts if f.op in ("NOOP", "DELETE")
-            or f.source is MemorySource.INFERRED or grounded(f.content, said)]
+    shown = {m.id: m for m in existing}
+    kept = [f for f in facts if _evidenced(f, shown, said)]
     if len(kept) < len(facts):
         log.info("dropped %d fact(s) that share no word with the user's turns",
                  len(facts) - len(kept))
     return kept, len(facts) - len(kept)
+
+
+def _evidenced(fact: Fact, shown: dict[str, MemoryRecord], said: str) -> bool:
+    """A NOOP claims the user restated memory [n], a DELETE that they took it back: either
+    way something of [n] (its words or its slot's) is in what they said. A new or changed
+    fact the user stated must be in their words too; an inference need not (it waits on
+    probation instead)."""
+    if fact.op in ("NOOP", "DELETE"):
+        target = shown.get(fact.target or "")
+        about = f"{target.content} {(target.slot or '').replace(':', ' ')}" if target else ""
+        return grounded(about, said)
+    return fact.source is MemorySource.INFERRED or grounded(fact.content, said)
 
 
 class RetryableError(Exception):

@@ -24,11 +24,12 @@ from memray.models import MemoryRecord, MemoryType, content_hash, utcnow
 TURNS = [Turn("s:0", "user", "We moved to Bergen, and I love skiing.")]
 
 
-def record(text: str) -> MemoryRecord:
+def record(text: str, slot: str | None = None) -> MemoryRecord:
     now = utcnow()
     return MemoryRecord(id=f"m-{text}", user_id="u", type=MemoryType.FACT, content=text,
-                        importance=0.5, created_at=now, updated_at=now, last_confirmed_at=now,
-                        embedding_model="x", content_hash=content_hash(text))
+                        slot=slot, importance=0.5, created_at=now, updated_at=now,
+                        last_confirmed_at=now, embedding_model="x",
+                        content_hash=content_hash(text))
 
 
 def item(**kw: Any) -> dict[str, Any]:
@@ -172,3 +173,14 @@ def test_auto_uses_the_endpoint_when_one_is_configured() -> None:
         MemoryConfig.model_validate({"write": {"local_llm": {"model": "gpt-5"}}})
     with pytest.raises(ValueError, match=r"needs write\.llm"):
         MemoryConfig.model_validate({"write": {"extractor": "llm"}})
+
+
+def test_a_noop_or_delete_needs_the_memory_in_what_the_user_said() -> None:
+    shown = [record("Lives in Oslo", "city"), record("Works as a nurse", "job")]
+    turns = [Turn("s:0", "user", "Please stop keeping my job in mind.")]
+    facts, dropped = read_facts({"facts": [
+        item(op="DELETE", id=1, content="Works as a nurse", slot="job"),  # the slot's word
+        item(op="NOOP", id=0, content="Lives in Oslo", slot="city"),  # not mentioned
+    ]}, shown, turns)
+    assert [(f.op, f.target) for f in facts] == [("DELETE", "m-Works as a nurse")]
+    assert dropped == 1
