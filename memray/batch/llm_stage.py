@@ -16,28 +16,22 @@ other rounds are not written (a session is written whole or not at all).
 from __future__ import annotations
 
 import json
-import math
 from collections import defaultdict
 from typing import Any
 
 import pandas as pd
 
 from memray.batch.config import LLMStageArgs
+from memray.batch.stages import parse_group
 from memray.config import MemoryConfig
-from memray.errors import InvalidInputError
 from memray.extract.base import Turn
 from memray.extract.llm import facts_request, read_facts, split_round
 from memray.extract.llm_prompt import FACTS_SCHEMA
 from memray.extract.rules import RuleExtractor
-from memray.ingest.logs import parse_turn
 from memray.ingest.units import fact_json, plan_rounds, sessions_todo
 
 _LIGHT = 0.25
 _COLUMNS = ["user_id", "meta", "round", "body", "facts", "llm_error"]
-
-
-def _clean(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
 
 
 def rounds_of_user(group: pd.DataFrame, *, memory: dict[str, Any],
@@ -45,13 +39,7 @@ def rounds_of_user(group: pd.DataFrame, *, memory: dict[str, Any],
     """map_groups: one user's log rows -> one row per round still to extract, each with
     the chat request the LLM must answer ("" when the rules decided the round alone)."""
     cfg = MemoryConfig.model_validate(memory)
-    turns, invalid, error = [], 0, ""
-    for row in group.to_dict("records"):
-        try:
-            turns.append(parse_turn(_clean(row), cfg.max_content_chars * 10))
-        except InvalidInputError as exc:
-            invalid += 1
-            error = error or f"user {str(row.get('user_id'))[:64]!r}: {exc}"
+    turns, invalid, error = parse_group(group, cfg)
     user = str(group["user_id"].iloc[0])
     keys, todo = sessions_todo(turns, done) if turns else ([], [])
     meta = json.dumps({"rows": len(group), "invalid": invalid, "error": error,

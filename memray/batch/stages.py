@@ -13,7 +13,7 @@ import pandas as pd
 
 from memray.config import EmbedderConfig, MemoryConfig
 from memray.errors import InvalidInputError
-from memray.ingest.logs import parse_turn
+from memray.ingest.logs import LogTurn, parse_turn
 from memray.ingest.units import build_unit, unit_texts
 
 
@@ -21,10 +21,9 @@ def _clean(row: dict[str, Any]) -> dict[str, Any]:
     return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
 
 
-def units_of_user(group: pd.DataFrame, *, infer: bool, memory: dict[str, Any],
-                  done: frozenset[str]) -> pd.DataFrame:
-    """map_groups: one user's log rows -> one row with the user's unit as JSON."""
-    cfg = MemoryConfig.model_validate(memory)
+def parse_group(group: pd.DataFrame, cfg: MemoryConfig) -> tuple[list[LogTurn], int, str]:
+    """One user's log rows -> their valid turns, how many rows were invalid, the first
+    error (for the job's summary)."""
     turns, invalid, error = [], 0, ""
     for row in group.to_dict("records"):
         try:
@@ -32,6 +31,14 @@ def units_of_user(group: pd.DataFrame, *, infer: bool, memory: dict[str, Any],
         except InvalidInputError as exc:
             invalid += 1
             error = error or f"user {str(row.get('user_id'))[:64]!r}: {exc}"
+    return turns, invalid, error
+
+
+def units_of_user(group: pd.DataFrame, *, infer: bool, memory: dict[str, Any],
+                  done: frozenset[str]) -> pd.DataFrame:
+    """map_groups: one user's log rows -> one row with the user's unit as JSON."""
+    cfg = MemoryConfig.model_validate(memory)
+    turns, invalid, error = parse_group(group, cfg)
     unit = None
     if turns:
         from memray.core.factory import build_extractor
