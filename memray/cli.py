@@ -223,7 +223,8 @@ def _bench_serve_parser(bench: Any) -> None:
     b.add_argument("--users", type=int, default=50)
     b.add_argument("--url", default=None, help="a running app on 127.0.0.1; default: start one")
     b.add_argument("--key", default="mr_local_dev_key")
-    b.add_argument("--config", default="serve_configs/local.yaml")
+    b.add_argument("--config", default=None, help="the Serve config to start (default: "
+                   "serve_configs/local.yaml if it exists here, else the packaged copy)")
     b.add_argument("--milvus-uri", default=None, help="cluster mode: a Milvus server shared "
                    "by the `memray api` replicas (with --postgres-dsn)")
     b.add_argument("--postgres-dsn", default=None, help="cluster mode: the shared PostgreSQL "

@@ -34,6 +34,8 @@ import httpx
 import numpy as np
 import yaml
 
+from memray.serve_config import default_serve_config
+
 _QUERIES = itertools.count()  # numbers search texts across every load of this process
 TOPICS = ["tea", "jazz", "chess", "hiking", "Python", "peanuts", "Hangzhou", "cats"]
 
@@ -47,7 +49,7 @@ class ServeBenchArgs:
     add_share: float = 0.1
     url: str | None = None
     key: str = "mr_local_dev_key"
-    config: str = "serve_configs/local.yaml"
+    config: str | None = None  # None: what `memray serve` would start (config_path)
     warmup_s: float = 3.0
     references: bool = True  # the raw embedder and the in-process Memory (local app only)
 
@@ -256,6 +258,12 @@ def summary(result: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def config_path(args: ServeBenchArgs) -> str:
+    """The Serve config to start: the one given, else the one `memray serve` would use (so
+    the bench runs outside a checkout too)."""
+    return args.config or default_serve_config()
+
+
 def run(args: ServeBenchArgs) -> dict[str, Any]:
     if args.url is not None:
         if not args.url.startswith(("http://127.", "http://localhost", "http://[::1]")):
@@ -263,11 +271,12 @@ def run(args: ServeBenchArgs) -> dict[str, Any]:
         result = asyncio.run(_load(args.url, args))
         return {**result, "summary": summary(result)}
     refs: dict[str, Any] = {}
+    path = config_path(args)
     if args.references:
-        config = yaml.safe_load(Path(args.config).read_text(encoding="utf-8"))
+        config = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
         app = next(a for a in config["applications"]
                    if a["import_path"] == "memray.serve:build_app")
         refs = references(args, app.get("args", {}).get("memory", {}))
-    with local_server(args.config) as base:
+    with local_server(path) as base:
         result = {**refs, **asyncio.run(_load(base, args))}
     return {**result, "summary": summary(result)}

@@ -37,3 +37,12 @@ def test_jobs_help_lists_the_jobs(capsys: pytest.CaptureFixture[str]) -> None:
         main(["jobs", "--help"])
     out = capsys.readouterr().out
     assert all(job in out for job in ("backfill", "maintenance", "migrate"))
+
+
+def test_bench_serve_finds_the_packaged_config_outside_a_checkout(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memray.bench.serve import ServeBenchArgs, config_path
+
+    monkeypatch.chdir(tmp_path)  # it once failed here: FileNotFoundError serve_configs/...
+    assert Path(config_path(ServeBenchArgs())).is_file()
+    assert config_path(ServeBenchArgs(config="mine.yaml")) == "mine.yaml"
