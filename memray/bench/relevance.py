@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from memray.config import MemoryConfig, RecallConfig
+from memray.core.factory import build_embedder
 from memray.core.memory import Memory
 from memray.embed.base import Embedder
 from memray.embed.cache import CachedEmbedder
@@ -113,8 +114,14 @@ def _case(raw: dict[str, Any]) -> Case:
                 relevant=relevant)
 
 
-def default_embedder() -> CachedEmbedder:
-    embedder = CachedEmbedder(SentenceTransformerEmbedder())
+def default_embedder(model: str | None = None) -> Embedder:
+    """The configured default model (or `model`), cached, shared by every case."""
+    if model is None:
+        embedder: Embedder = CachedEmbedder(SentenceTransformerEmbedder())
+    else:
+        cfg = MemoryConfig.model_validate({"embedder": {"model": model, "share_passes": False,
+                                                        "cache_size": 200_000}})
+        embedder = build_embedder(cfg)
     embedder.open()
     return embedder
 
@@ -314,16 +321,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="cross-validate the default grid over K folds instead")
     parser.add_argument("--grid", default=None, help="JSON {knob: [values]} for --cv")
     parser.add_argument("--failures", action="store_true", help="list every wrong case")
+    parser.add_argument("--embedder", default=None, metavar="MODEL",
+                        help="embedder.model (default: all-MiniLM-L6-v2)")
     args = parser.parse_args(argv)
+    embedder = default_embedder(args.embedder)
     overrides = {k: json.loads(v) for k, v in (s.split("=", 1) for s in args.set)}
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
     if args.cv:
         grid = json.loads(args.grid) if args.grid else None
-        out = cross_validate(args.data, args.cv, grid, base=overrides, progress=progress)
+        out = cross_validate(args.data, args.cv, grid, base=overrides, embedder=embedder,
+                             progress=progress)
     else:
-        out = run(args.data, overrides, progress=progress)
+        out = run(args.data, overrides, embedder=embedder, progress=progress)
         if not args.failures:
             out.pop("failures")
     print(json.dumps(out, indent=2, ensure_ascii=False))

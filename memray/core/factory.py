@@ -14,8 +14,10 @@ from memray.core.writepath import WritePath
 from memray.embed.base import Embedder
 from memray.embed.batching import BatchingEmbedder
 from memray.embed.cache import CachedEmbedder
+from memray.embed.fused import FusedEmbedder, parse_fused
 from memray.embed.hashing import HashingEmbedder
 from memray.embed.sentence import SentenceTransformerEmbedder
+from memray.embed.use import USE_MODEL, UseEmbedder
 from memray.errors import ConfigError
 from memray.extract import choose
 from memray.extract.base import Extractor
@@ -34,29 +36,42 @@ def build_embedder(cfg: MemoryConfig) -> Embedder:
     inner: Embedder
     if e.provider == "hashing":
         inner = HashingEmbedder(dim=e.dim or 64, model=e.model)
-    elif embedder_runtime(e) == "onnx":
-        from memray.embed.onnx import OnnxEmbedder
-
-        inner = OnnxEmbedder(model=e.model, model_path=e.model_path, batch_size=e.batch_size,
-                             threads=e.threads)
+    elif "+" in e.model:
+        inner = FusedEmbedder(e.model, [(_one_model(e, name), weight)
+                                        for name, weight in parse_fused(e.model)])
     else:
-        inner = SentenceTransformerEmbedder(model=e.model, model_path=e.model_path,
-                                            device=e.device, batch_size=e.batch_size,
-                                            fp16=e.device.startswith("cuda"), threads=e.threads)
+        inner = _one_model(e, e.model)
     if e.share_passes and e.provider != "hashing":
         inner = BatchingEmbedder(inner, max_batch=e.batch_size)
     return CachedEmbedder(inner, size=e.cache_size) if e.cache_size else inner
 
 
-def embedder_runtime(e: EmbedderConfig) -> Literal["onnx", "torch"]:
+def _one_model(e: EmbedderConfig, name: str) -> Embedder:
+    """One model by name: the multilingual USE (numpy), else a sentence-transformers model
+    run by ONNX Runtime or torch."""
+    if name == USE_MODEL:
+        return UseEmbedder(batch_size=e.batch_size, threads=e.threads)
+    path = e.model_path if name == e.model else None
+    if embedder_runtime(e, name) == "onnx":
+        from memray.embed.onnx import OnnxEmbedder
+
+        return OnnxEmbedder(model=name, model_path=path, batch_size=e.batch_size,
+                            threads=e.threads)
+    return SentenceTransformerEmbedder(model=name, model_path=path, device=e.device,
+                                       batch_size=e.batch_size,
+                                       fp16=e.device.startswith("cuda"), threads=e.threads)
+
+
+def embedder_runtime(e: EmbedderConfig, model: str | None = None) -> Literal["onnx", "torch"]:
     """What runs a sentence-transformers model: `runtime` when set; under auto, ONNX Runtime
     on the CPU where onnxruntime and onnx (for the one-time export) are installed, else
     torch. ConfigError when the chosen runtime's package is missing."""
     if e.runtime == "torch":
         return "torch"
-    if e.runtime == "onnx" or e.model.endswith(INT8_SUFFIX):
+    name = model or e.model
+    if e.runtime == "onnx" or name.endswith(INT8_SUFFIX):
         if importlib.util.find_spec("onnxruntime") is None:
-            raise ConfigError(f"embedder {e.model!r} with runtime {e.runtime!r} needs the "
+            raise ConfigError(f"embedder {name!r} with runtime {e.runtime!r} needs the "
                               "package onnxruntime (pip install onnxruntime)")
         return "onnx"
     if not e.device.startswith("cpu"):
