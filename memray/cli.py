@@ -157,8 +157,16 @@ def _bench_parser(sub: Any) -> None:
                     "(characters of the answered turn kept with each turn); default: config")
     lo.add_argument("--w-lexical", type=float, default=None,
                     help="recall.w_lexical (keyword weight); default: the config default")
+    lo.add_argument("--embedder", default=None, metavar="MODEL", help="embedder.model, e.g. "
+                    "use-multilingual-v3 or all-MiniLM-L6-v2*0.5+use-multilingual-v3*0.5 "
+                    "(default: the config default)")
+    lo.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=JSON",
+                    help="a config override, e.g. recall.w_when=0.2 (repeatable)")
     lo.add_argument("--cv", action="store_true", help="4-fold cross-validation over the "
                     "conversations: tune a small grid on the others, report each held out")
+    lo.add_argument("--grid", default=None, metavar="JSON", help="for --cv, the knobs and "
+                    "values to try, e.g. '{\"recall.w_episode\": [0, 0.3]}' (default: "
+                    "reply context, keyword weight, session spread)")
     ig = bench.add_parser("ingest", help="backfill --infer false throughput vs the raw "
                           "embedder on the same texts")
     ig.add_argument("--users", type=int, default=200)
@@ -476,7 +484,9 @@ def bench_locomo(args: argparse.Namespace) -> int:
     if args.cv:
         from memray.bench.locomo_cv import cross_validate, cv_table
 
-        cv = cross_validate(args.data, mode=args.mode, progress=say)
+        grid = ({k: tuple(v) for k, v in json.loads(args.grid).items()} if args.grid
+                else None)
+        cv = cross_validate(args.data, mode=args.mode, grid=grid, progress=say)
         print(json.dumps(cv, indent=2) if args.json else cv_table(cv))
         return 0
     config: dict[str, Any] = {}
@@ -484,6 +494,15 @@ def bench_locomo(args: argparse.Namespace) -> int:
         config["recall"] = {"w_lexical": args.w_lexical}
     if args.reply_chars is not None:
         config["write"] = {"reply_context_chars": args.reply_chars}
+    if args.embedder:
+        config["embedder"] = {"model": args.embedder}
+    for item in args.set:
+        dotted, _, raw = item.partition("=")
+        section, _, key = dotted.partition(".")
+        if not key or not raw:
+            print(f"--set {item!r}: expected SECTION.KEY=JSON", file=sys.stderr)
+            return 2
+        config.setdefault(section, {})[key] = json.loads(raw)
     result = run(LocomoArgs(data=args.data, mode=args.mode, config=config,
                             times=not args.no_times), progress=say)
     print(json.dumps(result, indent=2) if args.json else table(result))

@@ -145,6 +145,14 @@ class RecallConfig(BaseModel):
     w_lexical: float = Field(0.3, ge=0.0, description="Weight of the keyword (BM25) match, "
                              "0..1 per query; needs the hot set (milvus-lite). 0: dense only. "
                              "Tuned on the LoCoMo development split (BENCHMARKS.md).")
+    w_when: float = Field(0.0, ge=0.0, description="Bonus, for a question that asks when "
+                          "(\"when did ...\", 什么时候), for memories that place something "
+                          "in time (\"yesterday\", \"last weekend\", 上周; core/when.py).")
+    w_episode: float = Field(0.3, ge=0.0, description="Two-stage recall for conversation "
+                             "memory: weight of the best similarity among the candidates of "
+                             "a memory's session, so the turns of the episode that matches "
+                             "best rank up with it (a memory without a session: its own). "
+                             "Chosen by cross-validation on LoCoMo (BENCHMARKS.md).")
     session_spread: float = Field(0.0, ge=0.0, le=1.0, description="Spread the results "
                                   "over sessions: each earlier result from the same "
                                   "session lowers a memory's score by this much when the "

@@ -122,7 +122,7 @@ def recency(record: MemoryRecord, now: datetime, half_lives: dict[str, float | N
 def rank(
     candidates: list[tuple[MemoryRecord, float]], cfg: RecallConfig, *, now: datetime,
     threshold: float, cap: int, intent_ids: frozenset[str] = frozenset(),
-    keyword: Mapping[str, float] | None = None,
+    keyword: Mapping[str, float] | None = None, when_ids: frozenset[str] | None = None,
 ) -> list[SearchHit]:
     """Drop candidates below `threshold` similarity, score the rest, best `cap` first.
 
@@ -130,12 +130,17 @@ def rank(
     / (sum of weights), so it lies in -1..1 like the similarity. Memories in `intent_ids`
     (of a topic the query asks about) pass the threshold and have match = 1.
     `keyword`: BM25 scores (0..1) by memory id, weighted by w_lexical (the threshold still
-    applies to the similarity). Ties keep the store's order. After `decide`, pass
-    threshold=-1: the decision is made.
+    applies to the similarity). `when_ids`: for a question that asks when, the memories
+    that place something in time (None: it does not ask), weighted by w_when. Ties keep
+    the store's order. After `decide`, pass threshold=-1: the decision is made.
     """
     keyword = keyword or {}
     w_lex = cfg.w_lexical if keyword else 0.0
-    total = cfg.w_similarity + cfg.w_importance + cfg.w_recency + cfg.w_intent + w_lex
+    w_when = cfg.w_when if when_ids is not None else 0.0
+    timed = when_ids or frozenset()
+    episode = episodes(candidates) if cfg.w_episode else {}
+    total = (cfg.w_similarity + cfg.w_importance + cfg.w_recency + cfg.w_intent + w_lex
+             + w_when + cfg.w_episode)
     hits = []
     for record, sim in candidates:
         match = record.id in intent_ids
@@ -144,10 +149,22 @@ def rank(
             continue
         rec = recency(record, now, cfg.half_life_days)
         score = (cfg.w_similarity * sim + cfg.w_importance * record.importance
-                 + cfg.w_recency * rec + cfg.w_intent * match + w_lex * lex) / total
+                 + cfg.w_recency * rec + cfg.w_intent * match + w_lex * lex
+                 + w_when * (record.id in timed)
+                 + cfg.w_episode * episode.get(record.session_id or "", sim)) / total
         hits.append(SearchHit(memory=record, score=round(score, 6), similarity=round(sim, 6)))
     hits.sort(key=lambda h: h.score, reverse=True)
     return spread(hits, cfg.session_spread, cap)
+
+
+def episodes(candidates: list[tuple[MemoryRecord, float]]) -> dict[str, float]:
+    """The best similarity among the candidates of each session: how well the episode as a
+    whole matches, shared by all its turns (the first stage of two-stage recall)."""
+    best: dict[str, float] = {}
+    for record, sim in candidates:
+        if record.session_id:
+            best[record.session_id] = max(sim, best.get(record.session_id, -1.0))
+    return best
 
 
 def spread(hits: list[SearchHit], penalty: float, cap: int) -> list[SearchHit]:

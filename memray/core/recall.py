@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from memray.core import search_filters, validate
+from memray.core import search_filters, validate, when
 from memray.core.backend import Backend
 from memray.core.hotset import HotSet
 from memray.core.intent import OBJECT_SLOTS, memory_topics, query_topics, slot_of, topic_slots
@@ -109,14 +109,17 @@ class Recall:
                                                  {r.id for r, _ in candidates})
         topic_ids = frozenset(r.id for r, _ in candidates
                               if topics and topics & topics_of(r))
+        timed = _timed(text, candidates) if recall.w_when else None
         if plan.floor is not None:  # a plain floor, no exceptions; topic matches rank up
             return rank([c for c in candidates if c[1] >= plan.floor], recall, now=now,
-                        threshold=plan.floor, cap=cap, intent_ids=topic_ids, keyword=keyword)
+                        threshold=plan.floor, cap=cap, intent_ids=topic_ids, keyword=keyword,
+                        when_ids=timed)
         evidence = Evidence(readable=background(plan.embedder, vector) < recall.background_max,
                             topic_ids=topic_ids, keyword=keyword,
                             query_terms=content_terms(text))
         return rank(decide(candidates, recall, evidence), recall, now=now,
-                    threshold=-1.0, cap=cap, intent_ids=topic_ids, keyword=keyword)
+                    threshold=-1.0, cap=cap, intent_ids=topic_ids, keyword=keyword,
+                    when_ids=timed)
 
     def _topic_candidates(self, search: Searcher, vector: Vector, where: Where,
                           topics: frozenset[str],
@@ -170,6 +173,14 @@ class Recall:
             raise StaleReadError(f"memory version {wanted} not reached for this user "
                                  f"(at {version} after {wait_s:g} s)")
         return version
+
+
+def _timed(query: str, candidates: list[tuple[MemoryRecord, float]]) -> frozenset[str] | None:
+    """For a question that asks when, the candidates that place something in time (None:
+    it does not ask)."""
+    if not when.asks_when(query):
+        return None
+    return frozenset(r.id for r, _ in candidates if when.anchored(r.content))
 
 
 def topics_of(record: MemoryRecord) -> frozenset[str]:

@@ -165,7 +165,7 @@ def test_threshold_cap_and_ranking(mem: Memory) -> None:
 def test_importance_breaks_near_ties(tmp_path: Path, embedder: CachedEmbedder) -> None:
     cfg = MemoryConfig(data_dir=str(tmp_path / "d"),
                        recall=RecallConfig(w_similarity=0.1, w_importance=0.9, w_recency=0.0,
-                                         w_intent=0.0, w_lexical=0.0))
+                                         w_intent=0.0, w_lexical=0.0, w_episode=0.0))
     with Memory(cfg, embedder=embedder) as mem:
         mem.add("I like tea", user_id="u", infer=False)
         low = mem.search("I like tea", user_id="u")[0]

@@ -32,13 +32,31 @@ def test_recency_halves_each_half_life_and_identity_never_decays() -> None:
 
 
 def test_rank_drops_below_threshold_orders_by_score_and_caps() -> None:
-    cfg = RecallConfig(w_similarity=0.5, w_importance=0.5, w_recency=0.0, w_intent=0.0)
+    cfg = RecallConfig(w_similarity=0.5, w_importance=0.5, w_recency=0.0, w_intent=0.0,
+                       w_episode=0.0)
     cands = [(rec("a", importance=0.0), 0.9), (rec("b", importance=1.0), 0.6),
              (rec("c"), 0.2), (rec("d", importance=0.5), 0.7)]
     hits = rank(cands, cfg, now=utcnow(), threshold=0.35, cap=2)
     assert [h.memory.content for h in hits] == ["b", "d"]
     assert hits[0].score == pytest.approx(0.8)
     assert hits[0].similarity == pytest.approx(0.6)
+
+
+def test_episode_weight_lifts_the_turns_of_the_best_matching_session() -> None:
+    def turn(content: str, session: str | None) -> MemoryRecord:
+        return rec(content).model_copy(update={"session_id": session})
+
+    cands = [(turn("hit", "s1"), 0.8), (turn("other", "s2"), 0.55),
+             (turn("sibling", "s1"), 0.5), (turn("fact", None), 0.52)]
+    flat = RecallConfig(w_importance=0, w_recency=0, w_intent=0, w_episode=0)
+    assert [h.memory.content for h in rank(cands, flat, now=utcnow(), threshold=-1, cap=4)] \
+        == ["hit", "other", "fact", "sibling"]
+    two_stage = flat.model_copy(update={"w_episode": 0.5})
+    hits = rank(cands, two_stage, now=utcnow(), threshold=-1, cap=4)
+    assert [h.memory.content for h in hits] == ["hit", "sibling", "other", "fact"]
+    sibling = next(h for h in hits if h.memory.content == "sibling")
+    assert sibling.score == pytest.approx((0.7 * 0.5 + 0.5 * 0.8) / 1.2)
+    assert sibling.similarity == pytest.approx(0.5)  # the score moves, the similarity not
 
 
 def test_old_preferences_lose_to_fresh_ones_at_equal_similarity() -> None:
