@@ -29,7 +29,8 @@ class ChangeSet:
     `delete_user`: every row and every logged turn of the user goes.
     `kind`: what a deletion in this change set is called on its receipt; `derived`: the
     merge summaries the cascade deleted or rebuilt; `receipt`: set by the committer when
-    the change set deleted something.
+    the change set deleted something. `fresh`: ids minted for this write, which no stored
+    row can have, so their first apply is a plain insert (a replay still replaces).
     """
 
     user_id: str
@@ -43,12 +44,16 @@ class ChangeSet:
     kind: Literal["delete", "forget"] = "delete"
     derived: list[DerivedChange] = field(default_factory=list)
     receipt: DeletionReceipt | None = None
+    fresh: set[str] = field(default_factory=set)
 
     # -- building ----------------------------------------------------------------------
     def put(self, new: MemoryRecord, vector: Vector, previous: MemoryRecord | None,
-            at: datetime, reason: str = "") -> None:
-        """Write `new` (an ADD, or an UPDATE of `previous`) with its vector."""
+            at: datetime, reason: str = "", *, fresh: bool = False) -> None:
+        """Write `new` (an ADD, or an UPDATE of `previous`) with its vector. `fresh`: its id
+        was minted for this write (`new_id`), never a stable id a job may write again."""
         self.upserts[new.id] = StoredMemory(new, vector)
+        if fresh:
+            self.fresh.add(new.id)
         self.events.append(MemoryEvent(op="ADD" if previous is None else "UPDATE",
                                        memory_id=new.id, user_id=self.user_id, memory=new,
                                        previous=previous, at=at, reason=reason))

@@ -125,7 +125,7 @@ class Committer:
             if not apply:
                 self.notify(uid)
                 return after
-            applied = self._drain_user(uid, set(own))
+            applied = self._drain_user(uid, set(own), frozenset(changes.fresh))
             if applied and after != before and self._on_change is not None:
                 # Applied in full: a cache at `before` may move to `after` with these ops.
                 self._on_change.applied(uid, ops, before, after)
@@ -204,10 +204,13 @@ class Committer:
             n += 1
         return list(pending[:n])
 
-    def _drain_user(self, user_id: str, own: set[int]) -> bool:
+    def _drain_user(self, user_id: str, own: set[int],
+                    fresh: frozenset[str] = frozenset()) -> bool:
         """Apply the user's queued ops in order; the caller holds the user's lock. Caches
         hear of ops not in `own` (replays) here; `commit` tells them about its own.
-        Consecutive replaces go to the store as one call."""
+        Consecutive replaces go to the store as one call; one of `own` whose rows are all
+        `fresh` is inserted without looking for the ids first. A replay (after a crash
+        between the insert and `done`) replaces, so it never leaves a second copy."""
         pending = self._events.pending(user_id)
         i = 0
         while i < len(pending):
@@ -217,8 +220,10 @@ class Committer:
                        and sum(len(p.op.rows) for p in pending[i:j + 1]) <= _BULK_ROWS):
                     j += 1
             group = pending[i:j]
+            new = bool(fresh) and all(p.seq in own and {r.record.id for r in p.op.rows}
+                                      <= fresh for p in group)
             try:
-                self._apply([p.op for p in group])
+                self._apply([p.op for p in group], new=new)
             except StoreError as exc:
                 log.warning("store write queued for retry (outbox seq %d): %s",
                             group[0].seq, exc)
@@ -229,10 +234,11 @@ class Committer:
             i = j
         return True
 
-    def _apply(self, ops: Sequence[StoreOp]) -> None:
+    def _apply(self, ops: Sequence[StoreOp], *, new: bool = False) -> None:
         op = ops[0]
         if op.kind == "replace":
-            self._store.replace([row for o in ops for row in o.rows])
+            rows = [row for o in ops for row in o.rows]
+            (self._store.insert if new else self._store.replace)(rows)
         elif op.kind == "delete":
             self._store.delete(op.user_id, op.ids)
         else:

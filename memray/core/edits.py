@@ -56,7 +56,7 @@ class Edits:
                 if old is not None:
                     changes.noop(old, now, "already stored")
                 elif new is not None:
-                    changes.put(new, vectors[new.id], None, now)
+                    changes.put(new, vectors[new.id], None, now, fresh=True)
             version = self._backend.committer.commit(changes) if fresh else \
                 self._backend.events.version(scope.user_id)
             return AddResult(events=changes.events, version=version)
@@ -73,7 +73,7 @@ class Edits:
             text = redact(m.content.strip())
             hashes.setdefault(content_hash(text), (m.index, text, m))
         where = Where(content_hashes=tuple(hashes), statuses=_ACTIVE, alive_at_ms=to_ms(now))
-        known = {r.content_hash: r for r in self._backend.live.store.query(uid, where)}
+        known = {r.content_hash: r for r in self._active(uid, where)}
         decided: list[tuple[MemoryRecord | None, MemoryRecord | None]] = []
         for h, (index, text, msg) in hashes.items():
             if h in known:
@@ -86,6 +86,17 @@ class Edits:
                 source_turn_ids=(str(index),), metadata=dict(scope.metadata),
                 occurred_at=msg.timestamp, reply_to=reply)))
         return decided
+
+    def _active(self, uid: str, where: Where) -> list[MemoryRecord]:
+        """Active rows matching `where`: from the hot set when it holds the user at the
+        current version (the caller holds the user's lock, so it stays current), else
+        from the store."""
+        _, store, hot = self._backend.live
+        if hot is not None:
+            held = hot.query(uid, self._backend.events.version(uid), where)
+            if held is not None:
+                return held
+        return store.query(uid, where)
 
     def _session_only(self, scope: Scope, fresh: list[MemoryRecord]) -> AddResult:
         """Consent 1: held in process for this session, never stored."""

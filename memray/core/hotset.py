@@ -155,6 +155,14 @@ class HotSet:
                 return len(entry.records)
             return sum(1 for r in entry.records if r.id in ids)
 
+    def query(self, user_id: str, version: int, where: Where) -> list[MemoryRecord] | None:
+        """The held rows that satisfy `where` (active ones only: the set holds no others),
+        or None when no set is held at `version`. Never loads one: a write asks this, and
+        a write alone is no reason to read a user's rows."""
+        entry = self._get(user_id, version)
+        return None if entry is None else [r for r in entry.records
+                                           if matches(r, user_id, where)]
+
     def search(self, user_id: str, version: int, vector: Vector, limit: int, where: Where,
                load: Callable[[], list[StoredMemory] | None]) -> Hits | None:
         """Hits from the hot set, or None when the user's set cannot be held."""

@@ -81,3 +81,26 @@ def test_writes_patch_the_hot_set_instead_of_reloading(
             [[c for c, _ in a] for a in answers(cold, "u")]
         assert hot._backend.hot.loads == loads  # followed every write without reloading
         assert "I live in Shanghai" not in str(answers(hot, "u"))
+
+
+def test_a_verbatim_add_checks_repeats_in_the_hot_set_and_asks_the_store_nothing(
+        tmp_path: Path, embedder: CachedEmbedder) -> None:
+    with Memory(cfg(tmp_path, "auto"), embedder=embedder) as m:
+        m.add("I drink green tea", user_id="u", infer=False)
+        m.add("I drink coffee", user_id="other", infer=False)
+        m.search("drink", user_id="u")  # the user's set is held from here on
+        store = m._backend.live.store
+        asked: list[str] = []
+        for name in ("query", "rows", "list_ids", "search", "replace", "delete"):
+            real = getattr(store, name)
+            setattr(store, name, lambda *a, _n=name, _f=real, **k: (asked.append(_n),
+                                                                     _f(*a, **k))[1])
+        added = m.add("I live in Hangzhou", user_id="u", infer=False).events
+        again = m.add("I drink green tea", user_id="u", infer=False).events
+        also = m.add("I live in Hangzhou", user_id="u", infer=False).events
+        other = m.add("I drink green tea", user_id="other", infer=False).events
+    assert [e.op for e in added] == ["ADD"]
+    assert [e.op for e in again] == [e.op for e in also] == ["NOOP"]
+    assert [e.op for e in other] == ["ADD"]  # another user's memory is no repeat
+    # u: no lookup at all (hot set, fresh id inserted); other was never searched: one query
+    assert asked == ["query"]

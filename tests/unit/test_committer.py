@@ -29,7 +29,14 @@ class CountingStore(InMemoryStore):
     def __init__(self) -> None:
         super().__init__(model="m", dim=DIM)
         self.replace_calls: list[int] = []
+        self.insert_calls: list[int] = []
         self.down = False
+
+    def insert(self, rows: Sequence[StoredMemory]) -> None:
+        if self.down:
+            raise StoreError("store is down")
+        self.insert_calls.append(len(rows))
+        InMemoryStore.replace(self, rows)  # not self.replace: count each call once
 
     def replace(self, rows: Sequence[StoredMemory]) -> None:
         if self.down:
@@ -52,10 +59,10 @@ def record(uid: str, text: str) -> MemoryRecord:
     return new_record(user_id=uid, content=text, embedding_model="m", at=utcnow())
 
 
-def added(uid: str, *texts: str) -> ChangeSet:
+def added(uid: str, *texts: str, fresh: bool = False) -> ChangeSet:
     changes = ChangeSet(uid)
     for i, text in enumerate(texts):
-        changes.put(record(uid, text), vec(i), None, utcnow())
+        changes.put(record(uid, text), vec(i), None, utcnow(), fresh=fresh)
     return changes
 
 
@@ -210,3 +217,17 @@ def test_old_facts_are_judged_by_their_own_time(parts) -> None:  # type: ignore[
     before = int((utcnow() - timedelta(days=1)).timestamp() * 1000)
     assert tomb.covers(content_hash="h", slot=None, at_ms=before)
     assert not tomb.covers(content_hash="h", slot=None, at_ms=tomb.at_ms + 1)
+
+
+def test_fresh_ids_are_inserted_without_a_lookup_and_a_replay_replaces(parts) -> None:  # type: ignore[no-untyped-def]
+    store, log, committer = parts
+    committer.commit(added("u", "a", "b", fresh=True))
+    assert store.insert_calls == [2] and store.replace_calls == []
+    committer.commit(added("u", "c"))  # ids a job may write again: replaced
+    assert store.insert_calls == [2] and store.replace_calls == [1]
+    store.down = True
+    committer.commit(added("u", "d", fresh=True))
+    store.down = False
+    assert committer.drain()  # a replay, not this commit's own apply: replaced
+    assert store.insert_calls == [2] and store.replace_calls == [1, 1]
+    assert store.count("u") == 4 and not log.has_pending("u")
