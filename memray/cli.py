@@ -481,14 +481,6 @@ def bench_locomo(args: argparse.Namespace) -> int:
     def say(line: str) -> None:
         print(line, file=sys.stderr)
 
-    if args.cv:
-        from memray.bench.locomo_cv import cross_validate, cv_table
-
-        grid = ({k: tuple(v) for k, v in json.loads(args.grid).items()} if args.grid
-                else None)
-        cv = cross_validate(args.data, mode=args.mode, grid=grid, progress=say)
-        print(json.dumps(cv, indent=2) if args.json else cv_table(cv))
-        return 0
     config: dict[str, Any] = {}
     if args.w_lexical is not None:
         config["recall"] = {"w_lexical": args.w_lexical}
@@ -503,6 +495,14 @@ def bench_locomo(args: argparse.Namespace) -> int:
             print(f"--set {item!r}: expected SECTION.KEY=JSON", file=sys.stderr)
             return 2
         config.setdefault(section, {})[key] = json.loads(raw)
+    if args.cv:
+        from memray.bench.locomo_cv import cross_validate, cv_table
+
+        grid = ({k: tuple(v) for k, v in json.loads(args.grid).items()} if args.grid
+                else None)
+        cv = cross_validate(args.data, mode=args.mode, grid=grid, base=config, progress=say)
+        print(json.dumps(cv, indent=2) if args.json else cv_table(cv))
+        return 0
     result = run(LocomoArgs(data=args.data, mode=args.mode, config=config,
                             times=not args.no_times), progress=say)
     print(json.dumps(result, indent=2) if args.json else table(result))

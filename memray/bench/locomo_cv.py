@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from memray.bench.locomo import LocomoArgs, Mode, run
-from memray.config import EmbedderConfig, MemoryConfig
+from memray.config import MemoryConfig
 from memray.core.factory import build_embedder
 
 GRID: dict[str, tuple[Any, ...]] = {
@@ -26,8 +26,9 @@ METRICS = ("overall", "multi-hop", "temporal", "single-hop", "open-domain")
 K = 10
 
 
-def _config(point: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, dict[str, Any]] = {}
+def _config(point: dict[str, Any], base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`base` (a config dict by section) with the grid point's dotted keys set in it."""
+    out: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (base or {}).items()}
     for dotted, value in point.items():
         section, key = dotted.split(".")
         out.setdefault(section, {})[key] = value
@@ -36,15 +37,21 @@ def _config(point: dict[str, Any]) -> dict[str, Any]:
 
 def cross_validate(data: str, *, mode: Mode = "turns",
                    grid: dict[str, tuple[Any, ...]] | None = None,
+                   base: dict[str, Any] | None = None,
                    progress: Callable[[str], None] = print) -> dict[str, Any]:
+    """`base`: config sections every run starts from (the embedder among them); the
+    "defaults" rows are `base` alone."""
     grid = grid or GRID
-    embedder = build_embedder(MemoryConfig(embedder=EmbedderConfig(cache_size=200_000)))
+    base = base or {}
+    embedder = build_embedder(MemoryConfig.model_validate(
+        {**base, "embedder": {**base.get("embedder", {}), "cache_size": 200_000}}))
     embedder.open()
     points = [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
     runs: list[dict[str, Any]] = []
-    default = run(LocomoArgs(data=data, mode=mode), embedder=embedder, progress=lambda _: None)
+    default = run(LocomoArgs(data=data, mode=mode, config=_config({}, base)), embedder=embedder,
+                  progress=lambda _: None)
     for point in points:
-        result = run(LocomoArgs(data=data, mode=mode, config=_config(point)),
+        result = run(LocomoArgs(data=data, mode=mode, config=_config(point, base)),
                      embedder=embedder, progress=lambda _: None)
         runs.append(result["per_conversation"])
         progress(f"{point}: recall@{K} {result['results']['overall'][f'recall@{K}']:.3f}")

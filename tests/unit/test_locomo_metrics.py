@@ -49,3 +49,15 @@ def test_session_level_recall() -> None:
     out = s.summary((1, 2))
     assert out["session@1"] == 0.0 and out["session@2"] == 1.0
     assert out["recall@2"] == 0.0
+
+
+def test_cv_grid_points_are_set_on_top_of_the_base_config() -> None:
+    from memray.bench.locomo_cv import _config
+
+    base = {"embedder": {"model": "use-multilingual-v3"}, "recall": {"w_when": 0.1}}
+    got = _config({"recall.w_episode": 0.3, "write.reply_context_chars": 150}, base)
+    assert got == {"embedder": {"model": "use-multilingual-v3"},
+                   "recall": {"w_when": 0.1, "w_episode": 0.3},
+                   "write": {"reply_context_chars": 150}}
+    assert base["recall"] == {"w_when": 0.1}  # the base is not changed
+    assert _config({}, None) == {}
