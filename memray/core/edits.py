@@ -92,7 +92,7 @@ class Edits:
         current version (the caller holds the user's lock, so it stays current), else
         from the store."""
         _, store, hot = self._backend.live
-        if hot is not None:
+        if hot is not None and hot.holding(uid):  # else no version read (a log round trip)
             held = hot.query(uid, self._backend.events.version(uid), where)
             if held is not None:
                 return held
