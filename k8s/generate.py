@@ -9,6 +9,8 @@ from pathlib import Path
 
 import yaml
 
+from memray.serve_ingress import CLUSTER_ENV
+
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "serve_configs" / "gpu-cluster.yaml"
 TARGET = ROOT / "k8s" / "rayservice.yaml"
@@ -28,6 +30,9 @@ JOBS_DIR = "/etc/memray/jobs"  # the ConfigMap memray-jobs, for jobs the CronJob
 ENV = [
     {"name": "MEMRAY_POSTGRES_DSN", "valueFrom": {"secretKeyRef": dict(POSTGRES_SECRET)}},
     {"name": "MEMRAY_MILVUS_URI", "valueFrom": {"configMapKeyRef": dict(CLUSTER_CONFIGMAP)}},
+    # Ray's HAProxy ingress (memray/serve_ingress.py): read from the environment of the
+    # processes Ray starts, so every container that can run a Serve proxy sets it.
+    *({"name": k, "value": v} for k, v in sorted(CLUSTER_ENV.items())),
 ]
 SCRATCH_VOLUME = {"name": "scratch", "emptyDir": {}}
 

