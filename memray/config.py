@@ -153,6 +153,13 @@ class RecallConfig(BaseModel):
                              "a memory's session, so the turns of the episode that matches "
                              "best rank up with it (a memory without a session: its own). "
                              "Chosen by cross-validation on LoCoMo (BENCHMARKS.md).")
+    w_neighbour: float = Field(0.0, ge=0.0, description="Neighbouring turns: weight of the "
+                               "best similarity among a verbatim turn and the turns next to "
+                               "it (the one it answers, those answering it, its session's "
+                               "previous and next; core/turns.py), so the turn beside the one "
+                               "that matches ranks up with it. Needs the hot set.")
+    neighbour_k: int = Field(10, ge=0, le=256, description="With w_neighbour, the neighbours "
+                             "of this many best candidates by similarity join the candidates.")
     session_spread: float = Field(0.0, ge=0.0, le=1.0, description="Spread the results "
                                   "over sessions: each earlier result from the same "
                                   "session lowers a memory's score by this much when the "

@@ -19,12 +19,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from memray.core.lexical import BM25
+from memray.core.turns import adjacency
 from memray.models import MemoryRecord, MemoryStatus
 from memray.store.base import StoredMemory, Vector, Where
 from memray.store.events import StoreOp
 from memray.store.filters import matches
 
 Hits = list[tuple[MemoryRecord, float]]
+Candidate = tuple[MemoryRecord, float, float, tuple[str, ...]]
 
 
 def _unit(vector: Vector) -> Vector:
@@ -56,6 +58,7 @@ class _Entry:
     records: list[MemoryRecord]
     matrix: np.ndarray  # unit rows, float32
     _lexical: BM25 | None = None  # built on the first keyword search
+    _links: list[tuple[int, ...]] | None = None  # built on the first neighbour search
 
     def keyword_scores(self, query: str) -> np.ndarray:
         """BM25 of every row for `query`, scaled so the best row is 1 (all 0: no match)."""
@@ -65,10 +68,13 @@ class _Entry:
         top = float(raw.max()) if len(raw) else 0.0
         return raw / top if top > 0 else raw
 
-    def hybrid(self, user_id: str, vector: Vector, query: str, limit: int,
-               where: Where) -> list[tuple[MemoryRecord, float, float]]:
-        """(record, cosine, keyword score) of the `limit` best rows by cosine and of the
-        `limit` best by keywords, among rows that satisfy `where`."""
+    def hybrid(self, user_id: str, vector: Vector, query: str, limit: int, where: Where,
+               around: int = 0) -> list[Candidate]:
+        """(record, cosine, keyword score, linked ids) of the `limit` best rows by cosine
+        and of the `limit` best by keywords, among rows that satisfy `where`; with
+        `around`, also the neighbouring turns (core/turns.py) of the `around` best by
+        cosine. Linked ids: the candidate's neighbours among the candidates (only with
+        `around`)."""
         if not self.records:
             return []
         q = np.asarray(vector, dtype=np.float32)
@@ -84,7 +90,21 @@ class _Entry:
                 if matches(self.records[i], user_id, where):
                     picked[int(i)] = None
                     taken += 1
-        return [(self.records[i], float(sims[i]), float(lex[i])) for i in picked]
+        if not around:
+            return [(self.records[i], float(sims[i]), float(lex[i]), ()) for i in picked]
+        links = self.links()
+        for i in sorted(picked, key=lambda i: -sims[i])[:around]:
+            for j in links[i]:
+                if j not in picked and matches(self.records[j], user_id, where):
+                    picked[j] = None
+        return [(self.records[i], float(sims[i]), float(lex[i]),
+                 tuple(self.records[j].id for j in links[i] if j in picked)) for i in picked]
+
+    def links(self) -> list[tuple[int, ...]]:
+        """Each row's neighbouring turns (core/turns.py), built on first use."""
+        if self._links is None:
+            self._links = adjacency(self.records)
+        return self._links
 
     def patched(self, ops: Sequence[StoreOp], version: int) -> _Entry:
         """A copy with `ops` applied: replaced rows swapped in (active ones only), deleted
@@ -171,10 +191,11 @@ class HotSet:
 
     def hybrid(self, user_id: str, version: int, vector: Vector, query: str, limit: int,
                where: Where, load: Callable[[], list[StoredMemory] | None],
-               ) -> list[tuple[MemoryRecord, float, float]] | None:
+               around: int = 0) -> list[Candidate] | None:
         """Dense and keyword candidates (see `_Entry.hybrid`), or None when not held."""
         entry = self._entry(user_id, version, load)
-        return None if entry is None else entry.hybrid(user_id, vector, query, limit, where)
+        return None if entry is None else entry.hybrid(user_id, vector, query, limit, where,
+                                                       around)
 
     def _entry(self, user_id: str, version: int,
                load: Callable[[], list[StoredMemory] | None]) -> _Entry | None:

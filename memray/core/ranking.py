@@ -123,6 +123,7 @@ def rank(
     candidates: list[tuple[MemoryRecord, float]], cfg: RecallConfig, *, now: datetime,
     threshold: float, cap: int, intent_ids: frozenset[str] = frozenset(),
     keyword: Mapping[str, float] | None = None, when_ids: frozenset[str] | None = None,
+    links: Mapping[str, tuple[str, ...]] | None = None,
 ) -> list[SearchHit]:
     """Drop candidates below `threshold` similarity, score the rest, best `cap` first.
 
@@ -131,16 +132,19 @@ def rank(
     (of a topic the query asks about) pass the threshold and have match = 1.
     `keyword`: BM25 scores (0..1) by memory id, weighted by w_lexical (the threshold still
     applies to the similarity). `when_ids`: for a question that asks when, the memories
-    that place something in time (None: it does not ask), weighted by w_when. Ties keep
-    the store's order. After `decide`, pass threshold=-1: the decision is made.
+    that place something in time (None: it does not ask), weighted by w_when. `links`:
+    each candidate's neighbouring turns among the candidates (core/turns.py); with
+    w_neighbour a turn shares its best neighbour's similarity. Ties keep the store's
+    order. After `decide`, pass threshold=-1: the decision is made.
     """
     keyword = keyword or {}
     w_lex = cfg.w_lexical if keyword else 0.0
     w_when = cfg.w_when if when_ids is not None else 0.0
     timed = when_ids or frozenset()
     episode = episodes(candidates) if cfg.w_episode else {}
+    near = nearby(candidates, links or {}) if cfg.w_neighbour else {}
     total = (cfg.w_similarity + cfg.w_importance + cfg.w_recency + cfg.w_intent + w_lex
-             + w_when + cfg.w_episode)
+             + w_when + cfg.w_episode + cfg.w_neighbour)
     hits = []
     for record, sim in candidates:
         match = record.id in intent_ids
@@ -151,7 +155,8 @@ def rank(
         score = (cfg.w_similarity * sim + cfg.w_importance * record.importance
                  + cfg.w_recency * rec + cfg.w_intent * match + w_lex * lex
                  + w_when * (record.id in timed)
-                 + cfg.w_episode * episode.get(record.session_id or "", sim)) / total
+                 + cfg.w_episode * episode.get(record.session_id or "", sim)
+                 + cfg.w_neighbour * near.get(record.id, sim)) / total
         hits.append(SearchHit(memory=record, score=round(score, 6), similarity=round(sim, 6)))
     hits.sort(key=lambda h: h.score, reverse=True)
     return spread(hits, cfg.session_spread, cap)
@@ -165,6 +170,15 @@ def episodes(candidates: list[tuple[MemoryRecord, float]]) -> dict[str, float]:
         if record.session_id:
             best[record.session_id] = max(sim, best.get(record.session_id, -1.0))
     return best
+
+
+def nearby(candidates: list[tuple[MemoryRecord, float]],
+           links: Mapping[str, tuple[str, ...]]) -> dict[str, float]:
+    """The best similarity of each candidate and its neighbouring turns among the
+    candidates: a turn next to one that matches is evidence with it."""
+    sims = {record.id: sim for record, sim in candidates}
+    return {rid: max([sims[rid], *(sims[j] for j in linked if j in sims)])
+            for rid, linked in links.items() if rid in sims}
 
 
 def spread(hits: list[SearchHit], penalty: float, cap: int) -> list[SearchHit]:

@@ -94,13 +94,16 @@ class Recall:
         now = plan.as_of or utcnow()
         limit = max(recall.candidate_k, cap)
         keyword: dict[str, float] = {}
+        links: dict[str, tuple[str, ...]] = {}
         hybrid = None
         if recall.w_lexical and plan.hot is not None:  # dense + BM25 over the hot set
             hybrid = plan.hot.hybrid(uid, plan.version, vector, text, limit, where,
-                                     _loader(plan.store, events, uid))
+                                     _loader(plan.store, events, uid),
+                                     around=recall.neighbour_k if recall.w_neighbour else 0)
         if hybrid is not None:
-            candidates = [(r, sim) for r, sim, _ in hybrid]
-            keyword = {r.id: lex for r, _, lex in hybrid}
+            candidates = [(r, sim) for r, sim, _, _ in hybrid]
+            keyword = {r.id: lex for r, _, lex, _ in hybrid}
+            links = {r.id: linked for r, _, _, linked in hybrid if linked}
         else:
             candidates = search(vector, limit, where)
         topics = query_topics(text) if recall.intent_k else frozenset()
@@ -113,13 +116,13 @@ class Recall:
         if plan.floor is not None:  # a plain floor, no exceptions; topic matches rank up
             return rank([c for c in candidates if c[1] >= plan.floor], recall, now=now,
                         threshold=plan.floor, cap=cap, intent_ids=topic_ids, keyword=keyword,
-                        when_ids=timed)
+                        when_ids=timed, links=links)
         evidence = Evidence(readable=background(plan.embedder, vector) < recall.background_max,
                             topic_ids=topic_ids, keyword=keyword,
                             query_terms=content_terms(text))
         return rank(decide(candidates, recall, evidence), recall, now=now,
                     threshold=-1.0, cap=cap, intent_ids=topic_ids, keyword=keyword,
-                    when_ids=timed)
+                    when_ids=timed, links=links)
 
     def _topic_candidates(self, search: Searcher, vector: Vector, where: Where,
                           topics: frozenset[str],
