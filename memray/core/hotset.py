@@ -12,6 +12,7 @@ a shared Milvus server, other processes' writes would not be seen here.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
@@ -135,13 +136,21 @@ class _Entry:
 
 
 class HotSet:
-    """LRU over users; a user's set is loaded whole (at most `max_rows` rows, else not held)."""
+    """LRU over users; a user's set is loaded whole (at most `max_rows` rows, else not held,
+    and not read again for `oversize_retry_s`)."""
 
-    def __init__(self, *, dim: int, max_users: int = 64, max_rows: int = 100_000) -> None:
+    def __init__(self, *, dim: int, max_users: int = 64, max_rows: int = 100_000,
+                 oversize_retry_s: float = 300.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._dim = dim
         self._max_users, self._max_rows = max_users, max_rows
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._generation: dict[str, int] = {}
+        # Users found too big to hold, and when: each search of theirs would otherwise
+        # read all their rows only to throw them away. Tried again after
+        # `oversize_retry_s` (deletes may have shrunk them) or when their rows are dropped.
+        self._oversize: dict[str, float] = {}
+        self._retry_s, self._clock = oversize_retry_s, clock
         self._lock = threading.Lock()
         self.loads = 0  # how often a user's set was read from the store
 
@@ -149,6 +158,7 @@ class HotSet:
         """Drop the user's entry (it is reloaded on the next search)."""
         with self._lock:
             self._entries.pop(user_id, None)
+            self._oversize.pop(user_id, None)
             self._generation[user_id] = self._generation.get(user_id, 0) + 1
 
     def applied(self, user_id: str, ops: Sequence[StoreOp], before: int, after: int) -> None:
@@ -157,6 +167,8 @@ class HotSet:
         with self._lock:
             entry = self._entries.get(user_id)
             self._generation[user_id] = self._generation.get(user_id, 0) + 1
+            if any(op.kind == "delete_user" for op in ops):
+                self._oversize.pop(user_id, None)
             if entry is None:
                 return
             if entry.version != before or any(op.kind == "delete_user" for op in ops):
@@ -214,8 +226,17 @@ class HotSet:
               load: Callable[[], list[StoredMemory] | None]) -> _Entry | None:
         with self._lock:
             generation = self._generation.get(user_id, 0)
+            since = self._oversize.get(user_id)
+            if since is not None and self._clock() - since < self._retry_s:
+                return None
         rows = load()
         self.loads += 1
+        if rows is not None:
+            with self._lock:
+                if len(rows) > self._max_rows:
+                    self._oversize[user_id] = self._clock()
+                else:
+                    self._oversize.pop(user_id, None)
         if rows is None or len(rows) > self._max_rows:
             return None
         matrix = np.zeros((len(rows), self._dim), dtype=np.float32)
