@@ -299,7 +299,7 @@ class Resolver:
 
     def _add(self, scope: Scope, fact: Fact, vec: Vector, plan: ChangeSet,
              now: datetime) -> None:
-        plan.put(self._record(scope, fact, now), vec, None, now, "new fact")
+        plan.put(self._record(scope, fact, now), vec, None, now, "new fact", fresh=True)
 
     def _record(self, scope: Scope, fact: Fact, now: datetime) -> MemoryRecord:
         status = policies.initial_status(fact)

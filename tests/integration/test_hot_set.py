@@ -104,3 +104,18 @@ def test_a_verbatim_add_checks_repeats_in_the_hot_set_and_asks_the_store_nothing
     assert [e.op for e in other] == ["ADD"]  # another user's memory is no repeat
     # u: no lookup at all (hot set, fresh id inserted); other was never searched: one query
     assert asked == ["query"]
+
+
+def test_an_extracted_new_fact_is_inserted_without_a_lookup(
+        tmp_path: Path, embedder: CachedEmbedder) -> None:
+    with Memory(cfg(tmp_path, "auto"), embedder=embedder) as m:
+        m.add("I drink green tea", user_id="u", infer=False)
+        store = m._backend.live.store
+        asked: list[str] = []
+        for name in ("insert", "replace", "delete"):
+            real = getattr(store, name)
+            setattr(store, name, lambda *a, _n=name, _f=real, **k: (asked.append(_n),
+                                                                     _f(*a, **k))[1])
+        added = m.add("I'm allergic to peanuts", user_id="u").events  # the rule extractor
+    assert [e.op for e in added] == ["ADD"]
+    assert asked == ["insert"]  # its id is new: no replace, so no query before a delete
