@@ -242,8 +242,11 @@ def _bench_serve_parser(bench: Any) -> None:
                    "event log (with --milvus-uri)")
     b.add_argument("--replicas", default=None, help="cluster mode: replica counts to measure, "
                    "e.g. 1,2,3 (default 1,2,3); the embedded single replica runs as well")
-    b.add_argument("--spread", choices=["round-robin", "random"], default="round-robin",
-                   help="cluster mode: how requests are spread over the replicas")
+    b.add_argument("--spread", choices=["round-robin", "random", "affine"],
+                   default="round-robin", help="cluster mode: how requests are spread over "
+                   "the replicas (affine: each user's to the replica its id hashes to)")
+    b.add_argument("--zipf", type=float, default=0.0, help="cluster mode: users drawn by "
+                   "Zipf with this exponent (e.g. 1.1), 0: uniform (default)")
     b.add_argument("--no-baseline", action="store_true",
                    help="cluster mode: skip the embedded single-replica baseline")
 
@@ -574,6 +577,7 @@ def _bench_serve_cluster(args: argparse.Namespace) -> int:
                              replicas=counts, clients=args.clients,
                              seconds=20.0 if args.seconds is None else args.seconds,
                              users=args.users, spread=args.spread, add_share=args.add_share,
+                             zipf=args.zipf,
                              baseline=not args.no_baseline)
     try:
         result = run(bench, progress=lambda line: print(line, file=sys.stderr))

@@ -4,12 +4,13 @@ check scope and call `Memory`; errors are mapped by `errors.error_response`."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pydantic import AwareDatetime, BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
@@ -107,8 +108,21 @@ def _install_metrics(app: FastAPI) -> None:
                        registry=registry)
     latency = Histogram("memray_request_seconds", "Request latency", ["route"],
                         registry=registry)
+    # Whether a replica's searches find their users held: loads per search is the miss
+    # rate (each replica holds its own hot set; user-affine routing raises its hits).
+    for name, what in (("users", "Users whose memories this process holds"),
+                       ("loads", "Times a user's memories were read whole from the store")):
+        Gauge(f"memray_hot_set_{name}", what, registry=registry).set_function(
+            _hot_set_stat(app, name))
     app.state.registry = registry
     app.add_middleware(_Metrics, requests=requests, latency=latency)
+
+
+def _hot_set_stat(app: FastAPI, name: str) -> Callable[[], float]:
+    def read() -> float:
+        return float(app.state.memory.hot_set_stats()[name])
+
+    return read
 
 
 class _Metrics:

@@ -6,7 +6,10 @@ single replica (milvus-lite + SQLite in a temp data dir) as the baseline.
 It starts max(replicas) replicas on 127.0.0.1 (free ports) with MEMRAY_MILVUS_URI and
 MEMRAY_POSTGRES_DSN set, a collection prefix and user ids unique to this run and a
 generated admin key in a temp keys file; seeds the users once; then, for each N, runs the
-load spread over the first N replicas (round-robin per request, or random). Every process
+load spread over the first N replicas (round-robin per request, random, or affine: each
+user's requests to the replica its id hashes to), users uniform or Zipf-distributed, and
+reads each replica's hot-set loads from /metrics around the measured load: the hot-set
+hit rate is 1 - loads / searches. Every process
 it starts is stopped at the end, also on an error, Ctrl-C or SIGTERM; the run's Milvus
 collections are dropped (its rows in the PostgreSQL log stay, under its own user ids).
 """
@@ -34,7 +37,7 @@ import httpx
 import yaml
 
 from memray.api.auth import ApiKey, KeyRing, hash_key, new_key
-from memray.bench.serve import Load, _free_port, measure, seed
+from memray.bench.serve import SPREADS, Load, _free_port, measure, seed
 
 CLUSTER_ENV = ("MEMRAY_MILVUS_URI", "MEMRAY_POSTGRES_DSN")
 
@@ -49,7 +52,8 @@ class ClusterBenchArgs:
     users: int = 50
     seed_per_user: int = 20
     add_share: float = 0.1
-    spread: str = "round-robin"  # or "random"
+    spread: str = "round-robin"  # or "random", "affine"
+    zipf: float = 0.0  # 0: users uniform; else the Zipf exponent over users
     warmup_s: float = 3.0  # the same load, not recorded, before each configuration
     baseline: bool = True  # also the embedded single replica (milvus-lite + SQLite)
     memory: dict[str, Any] = field(default_factory=dict)  # MemoryConfig fields for all
@@ -174,21 +178,40 @@ def _run_load(bases: Sequence[str], key: str, users: tuple[str, ...],
               args: ClusterBenchArgs) -> dict[str, Any]:
     def load(seconds: float) -> Load:
         return Load(bases=tuple(bases), key=key, users=users, clients=args.clients,
-                    seconds=seconds, add_share=args.add_share, spread=args.spread)
+                    seconds=seconds, add_share=args.add_share, spread=args.spread,
+                    zipf=args.zipf)
 
     if args.warmup_s > 0:
         asyncio.run(measure(load(args.warmup_s)))
-    return asyncio.run(measure(load(args.seconds)))
+    before = [hot_set_loads(b) for b in bases]
+    result = asyncio.run(measure(load(args.seconds)))
+    loads = sum(hot_set_loads(b) for b in bases) - sum(before)
+    searches = int(result["search"].get("n", 0))
+    return {**result, "hot_set": {"loads": loads, "searches": searches, "hit_rate":
+                                  round(1 - loads / searches, 3) if searches else None}}
+
+
+def hot_set_loads(base: str) -> int:
+    """How often the replica at `base` read a user's memories whole (its /metrics)."""
+    text = httpx.get(base + "/metrics", timeout=30).text
+    line = next(x for x in text.splitlines() if x.startswith("memray_hot_set_loads "))
+    return int(float(line.split()[1]))
+
+
+def _check(args: ClusterBenchArgs) -> None:
+    if not args.replicas or min(args.replicas) < 1:
+        raise ValueError("replicas must be positive integers")
+    if args.spread not in SPREADS:
+        raise ValueError(f"spread is one of {', '.join(SPREADS)}")
+    if args.zipf < 0:
+        raise ValueError("zipf is 0 (uniform) or a positive exponent")
 
 
 def run(args: ClusterBenchArgs, progress: Callable[[str], None] = print) -> dict[str, Any]:
     """The embedded baseline, then the cluster for each N in `args.replicas`; one row per
     configuration (throughput, search and add percentiles, errors, 1-min load before/after).
     """
-    if not args.replicas or min(args.replicas) < 1:
-        raise ValueError("replicas must be positive integers")
-    if args.spread not in ("round-robin", "random"):
-        raise ValueError("spread is 'round-robin' or 'random'")
+    _check(args)
     tag = secrets.token_hex(4)
     prefix = f"bench_{tag}"
     alias = f"{prefix}_memories"
@@ -242,6 +265,7 @@ def run(args: ClusterBenchArgs, progress: Callable[[str], None] = print) -> dict
         shutil.rmtree(workdir, ignore_errors=True)
     return {"mode": "cluster", "clients": args.clients, "seconds": args.seconds,
             "users": args.users, "seed_per_user": args.seed_per_user,
-            "add_share": args.add_share, "spread": args.spread, "warmup_s": args.warmup_s,
+            "add_share": args.add_share, "spread": args.spread, "zipf": args.zipf,
+            "warmup_s": args.warmup_s,
             "cpus": os.cpu_count(), "rows": rows,
             "errors": sum(int(r["errors"]) for r in rows)}

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -119,8 +120,11 @@ def _wait_ready(base: str, proc: subprocess.Popen[bytes], deadline_s: float) -> 
 @dataclass(frozen=True)
 class Load:
     """One closed-loop load: `clients` clients for `seconds`, each looping search and add
-    (`add_share`) for random users of `users`, every request sent to the next of `bases`
-    (round-robin over all clients' requests) or a random one (`spread="random"`)."""
+    (`add_share`) for random users of `users` (uniform, or Zipf with exponent `zipf` over
+    the users in order: a few users make most requests, as in real traffic), every
+    request sent to the next of `bases` (round-robin over all clients' requests), a
+    random one (`spread="random"`), or the one its user hashes to (`spread="affine"`,
+    what a user-affine router does)."""
 
     bases: tuple[str, ...]
     key: str
@@ -130,6 +134,22 @@ class Load:
     add_share: float = 0.1
     spread: str = "round-robin"
     timeout_s: float = 30.0
+    zipf: float = 0.0  # 0: users uniform
+
+    def weights(self) -> list[float] | None:
+        """Each user's share of the requests (None: uniform)."""
+        return None if not self.zipf else [1 / (i + 1) ** self.zipf
+                                           for i in range(len(self.users))]
+
+    def base(self, user: str, rng: random.Random, turn: Iterator[int]) -> str:
+        if self.spread == "affine":
+            return self.bases[zlib.crc32(user.encode()) % len(self.bases)]
+        if self.spread == "random":
+            return rng.choice(self.bases)
+        return self.bases[next(turn) % len(self.bases)]
+
+
+SPREADS = ("round-robin", "random", "affine")
 
 
 def query_text(rng: random.Random, n: int) -> str:
@@ -142,11 +162,11 @@ async def _client(http: httpx.AsyncClient, load: Load, stop: float, rng: random.
                   turn: Iterator[int], out: dict[str, list[float]],
                   errors: list[str], queries: Iterator[int]) -> None:
     headers = {"Authorization": f"Bearer {load.key}"}
+    weights = load.weights()
     while time.monotonic() < stop:
-        user = rng.choice(load.users)
+        user = rng.choices(load.users, weights)[0]
         topic = rng.choice(TOPICS)
-        base = (rng.choice(load.bases) if load.spread == "random"
-                else load.bases[next(turn) % len(load.bases)])
+        base = load.base(user, rng, turn)
         if rng.random() < load.add_share:
             op, path = "add", "/v1/memories"
             body: dict[str, Any] = {"user_id": user, "messages": f"I like {topic} a lot",

@@ -154,6 +154,12 @@ class HotSet:
         self._lock = threading.Lock()
         self.loads = 0  # how often a user's set was read from the store
 
+    @property
+    def held(self) -> int:
+        """Users held now."""
+        with self._lock:
+            return len(self._entries)
+
     def changed(self, user_id: str) -> None:
         """Drop the user's entry (it is reloaded on the next search)."""
         with self._lock:

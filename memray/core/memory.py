@@ -331,6 +331,14 @@ class Memory:
         for event in events.user_events(uid):
             yield {"kind": "event", **event.model_dump(mode="json")}
 
+    def hot_set_stats(self) -> dict[str, int]:
+        """The process's hot set: users held now, and how often a user's whole set was
+        read from the store since it opened (a search that found it held costs none).
+        Zeros when it is off or memory is not open yet."""
+        hot = self._backend.hot
+        return {"users": hot.held if hot is not None else 0,
+                "loads": hot.loads if hot is not None else 0}
+
     def version(self, *, user_id: str) -> int:
         """The user's memory version: bumped by every write, so a cached copy can be checked."""
         return self._backend.events.version(validate.user_id(user_id))

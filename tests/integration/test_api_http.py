@@ -114,6 +114,21 @@ def test_add_search_list_get_update_delete_export(http: httpx.Client) -> None:
     assert 'memray_request_seconds_count{route="/v1/users/{user_id}/export"}' in metrics
 
 
+def _gauge(http: httpx.Client, name: str) -> float:
+    line = next(x for x in http.get("/metrics").text.splitlines() if x.startswith(name + " "))
+    return float(line.split()[1])
+
+
+def test_metrics_say_how_often_a_users_memories_were_read_whole(http: httpx.Client) -> None:
+    add(http, ADMIN, "carol", "I like tea")
+    before = _gauge(http, "memray_hot_set_loads")
+    for q in ("what do I drink?", "tea?", "anything hot?"):
+        assert http.post("/v1/memories/search", headers=auth(ADMIN),
+                         json={"user_id": "carol", "query": q}).status_code == 200
+    assert _gauge(http, "memray_hot_set_loads") - before == 1  # then held
+    assert _gauge(http, "memray_hot_set_users") >= 1
+
+
 def test_401_and_403_reveal_nothing(http: httpx.Client) -> None:
     mid = add(http, ADMIN, "bob", "I like tea").json()["events"][0]["memory_id"]
     missing = "01a23710-6d01-7eff-ae16-8d4bbbadae8f"

@@ -53,7 +53,8 @@ def test_bench_serve_cluster_rows(milvus_server: str, fresh_postgres_dsn: str) -
     lines: list[str] = []
     result = run(ClusterBenchArgs(milvus_uri=milvus_server, postgres_dsn=fresh_postgres_dsn,
                                   replicas=(1, 2), clients=2, seconds=2.0, users=4,
-                                  seed_per_user=5, warmup_s=0.5, ready_timeout_s=120),
+                                  seed_per_user=5, warmup_s=0.5, ready_timeout_s=120,
+                                  spread="affine", zipf=1.1),
                  progress=lines.append)
     rows = result["rows"]
     assert [(r["config"].split(":")[0], r["replicas"]) for r in rows] == [
@@ -63,6 +64,9 @@ def test_bench_serve_cluster_rows(milvus_server: str, fresh_postgres_dsn: str) -
         assert row["errors"] == 0, row
         assert row["search"]["n"] > 0, row
         assert row["rps"] > 0, row
+        hot = row["hot_set"]  # read from each replica's /metrics around the load
+        assert hot["searches"] == row["search"]["n"] and hot["loads"] >= 0, row
+        assert hot["hit_rate"] == round(1 - hot["loads"] / hot["searches"], 3), row
     assert result["errors"] == 0
     # every replica stopped and reaped, the run's collections dropped
     assert _api_children() == []
