@@ -17,8 +17,13 @@ import subprocess
 from collections.abc import Callable, Mapping
 
 SWITCH = "RAY_SERVE_ENABLE_HA_PROXY"
+# A client that names its user in this header has all that user's requests served by one
+# API replica (HAProxy hashes it; without it, round robin), so the replica's hot set
+# holds the user instead of every replica loading it. Only a routing hint: which replica
+# answers never changes the answer (reads check the user's version).
+USER_HEADER = "x-memray-user"
 # Every Ray container of a RayService: the ingress runs where Serve's proxies run.
-CLUSTER_ENV = {SWITCH: "1"}
+CLUSTER_ENV = {SWITCH: "1", "RAY_SERVE_HAPROXY_BALANCE_ALGORITHM": f"hdr({USER_HEADER})"}
 
 
 def haproxy_binary(environ: Mapping[str, str] = os.environ) -> str | None:
@@ -53,7 +58,8 @@ def ingress_env(environ: Mapping[str, str],
                 find: Callable[[Mapping[str, str]], str | None] = haproxy_binary,
                 check: Callable[[str], str | None] = runs) -> tuple[dict[str, str], str]:
     """(variables to add to `environ`, the line to print) for a `serve run`. A switch the
-    user set is kept as set; else HAProxy where its binary runs, Ray's proxy otherwise."""
+    user set is kept as set (and nothing else set); else HAProxy where its binary runs,
+    balancing by `USER_HEADER`, and Ray's proxy otherwise."""
     if environ.get("RAY_ADDRESS", "local") not in ("", "local"):
         return {}, ("memray serve: deploying to the Ray cluster at RAY_ADDRESS; its HTTP "
                     f"ingress is the one it was started with ({SWITCH} in its environment)")

@@ -22,7 +22,9 @@ def _script(tmp_path: Path, body: str) -> str:
 def test_a_binary_that_runs_switches_haproxy_on(tmp_path: Path) -> None:
     binary = _script(tmp_path, "echo 'HAProxy version 2.8'")
     env, line = ingress_env({"RAY_SERVE_HAPROXY_BINARY_PATH": binary})
-    assert env == {SWITCH: "1"} == CLUSTER_ENV
+    assert env == CLUSTER_ENV
+    assert env[SWITCH] == "1" and env["RAY_SERVE_HAPROXY_BALANCE_ALGORITHM"] == \
+        "hdr(x-memray-user)"
     assert line == f"memray serve: HTTP ingress HAProxy ({binary})"
 
 
