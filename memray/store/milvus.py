@@ -348,6 +348,7 @@ class MilvusStore:
         except Exception as exc:
             raise StoreError(f"Milvus call failed: {exc}") from exc
 
+    @tracing.store_call("insert")
     def insert(self, rows: Sequence[StoredMemory]) -> None:
         """Insert rows whose ids are new. Use `replace` for ids that may exist."""
         self._check_rows(rows)

@@ -110,6 +110,10 @@ def test_each_call_is_one_span_with_store_children_and_no_content(
     assert dict(store[0].attributes or {}) == {
         "db.system.name": "milvus", "db.operation.name": "search",
         "db.collection.name": COLLECTION, "db.response.returned_rows": 1}
+    # a verbatim add for a user not held: the exact-repeat query, then a plain insert of
+    # its new row (no query before a delete, as a replace would make)
+    assert [s.name for s in children(spans, by_method["add"])] == [
+        f"query {COLLECTION}", f"insert {COLLECTION}"]
     # update reads the record first: a store query, not a second memory span
     assert {s.name.split()[0] for s in children(spans, by_method["update"])} == {
         "query", "replace"}
@@ -162,7 +166,8 @@ def test_the_extraction_llm_call_is_a_child_span(
     assert attrs["server.address"] == "127.0.0.1" and isinstance(attrs["server.port"], int)
     assert attrs["gen_ai.response.finish_reasons"] == ("stop",)
     assert "gen_ai.input.messages" not in attrs and "gen_ai.output.messages" not in attrs
-    assert any(s.name.startswith("replace ") for s in kids)  # the write, beside the LLM call
+    # The write, beside the LLM call: a new fact's id is new, so a plain insert.
+    assert any(s.name.startswith("insert ") for s in kids)
     assert "green tea" not in all_values(spans)
 
 
