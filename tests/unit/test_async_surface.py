@@ -12,8 +12,10 @@ from memray.embed.hashing import HashingEmbedder
 from memray.store.fake import InMemoryStore
 from memray.store.fake_log import InMemoryEventLog
 
-# Plumbing for jobs, migrations and integrations, not calls an application awaits.
-PLUMBING = {"from_config", "engine", "turn_log", "switch_backend", "write_changes"}
+# Plumbing for jobs, migrations and integrations, not calls an application awaits;
+# hot_set_stats reads in-memory counters for /metrics and does no I/O to await.
+PLUMBING = {"from_config", "engine", "turn_log", "switch_backend", "write_changes",
+            "hot_set_stats"}
 
 
 def _public(cls: type) -> dict[str, inspect.Signature]:
