@@ -110,17 +110,20 @@ def _install_metrics(app: FastAPI) -> None:
                         registry=registry)
     # Whether a replica's searches find their users held: loads per search is the miss
     # rate (each replica holds its own hot set; user-affine routing raises its hits).
-    for name, what in (("users", "Users whose memories this process holds"),
-                       ("loads", "Times a user's memories were read whole from the store")):
-        Gauge(f"memray_hot_set_{name}", what, registry=registry).set_function(
-            _hot_set_stat(app, name))
+    # Callers per forward pass: how well concurrent queries share the model's fixed cost.
+    for name, what in (("hot_set_users", "Users whose memories this process holds"),
+                       ("hot_set_loads", "Times a user's memories were read whole from "
+                        "the store"),
+                       ("embed_passes", "Forward passes of the embedding model"),
+                       ("embed_calls", "Embedding calls served by those passes")):
+        Gauge(f"memray_{name}", what, registry=registry).set_function(_stat(app, name))
     app.state.registry = registry
     app.add_middleware(_Metrics, requests=requests, latency=latency)
 
 
-def _hot_set_stat(app: FastAPI, name: str) -> Callable[[], float]:
+def _stat(app: FastAPI, name: str) -> Callable[[], float]:
     def read() -> float:
-        return float(app.state.memory.hot_set_stats()[name])
+        return float(app.state.memory.stats()[name])
 
     return read
 

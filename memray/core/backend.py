@@ -110,6 +110,11 @@ class Backend:
         """The live hot set (None: off, or not open)."""
         return self._open.live.hot if self._open is not None else None
 
+    @property
+    def embedder_if_open(self) -> Embedder | None:
+        """The live embedder without opening anything (None: not open)."""
+        return self._open.live.embedder if self._open is not None else None
+
     def engine(self) -> Engine:
         """The open store, event log and committer, for batch jobs and integrations."""
         opened = self._parts()

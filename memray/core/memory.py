@@ -30,6 +30,7 @@ from memray.core.prompt import prompt_section
 from memray.core.recall import ONCE_TRUE, Recall
 from memray.core.resolve import Scope
 from memray.embed.base import Embedder
+from memray.embed.batching import shared_passes
 from memray.models import (
     AddResult,
     DeletionCheck,
@@ -331,13 +332,16 @@ class Memory:
         for event in events.user_events(uid):
             yield {"kind": "event", **event.model_dump(mode="json")}
 
-    def hot_set_stats(self) -> dict[str, int]:
-        """The process's hot set: users held now, and how often a user's whole set was
-        read from the store since it opened (a search that found it held costs none).
-        Zeros when it is off or memory is not open yet."""
+    def stats(self) -> dict[str, int]:
+        """In-process counters for /metrics: the hot set's users held now and how often a
+        user's whole set was read from the store (a search that found it held costs none);
+        the embedder's forward passes and the callers they served (concurrent queries share
+        a pass). Zeros for what is off or not open yet."""
         hot = self._backend.hot
-        return {"users": hot.held if hot is not None else 0,
-                "loads": hot.loads if hot is not None else 0}
+        passes, calls = shared_passes(self._backend.embedder_if_open)
+        return {"hot_set_users": hot.held if hot is not None else 0,
+                "hot_set_loads": hot.loads if hot is not None else 0,
+                "embed_passes": passes, "embed_calls": calls}
 
     def version(self, *, user_id: str) -> int:
         """The user's memory version: bumped by every write, so a cached copy can be checked."""

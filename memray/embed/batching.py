@@ -33,11 +33,16 @@ class BatchingEmbedder(InFront):
         self._cv = threading.Condition()
         self._queue: list[_Request] = []
         self._running = False
-        self.batches = 0  # forward passes run (for tests and benches)
+        self.batches = 0  # forward passes run (for tests, benches and /metrics)
+        self.calls = 0  # callers whose texts went through those passes
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         if len(texts) >= self._max:  # a batch on its own already
-            return self._inner.embed(texts)
+            vectors = self._inner.embed(texts)
+            with self._cv:
+                self.batches += 1
+                self.calls += 1
+            return vectors
         request = _Request(list(texts))
         with self._cv:
             self._queue.append(request)
@@ -78,8 +83,20 @@ class BatchingEmbedder(InFront):
                 r.error, r.done = exc, True
             return
         self.batches += 1
+        self.calls += len(batch)
         start = 0
         for r in batch:
             r.result = vectors[start:start + len(r.texts)]
             start += len(r.texts)
             r.done = True
+
+
+def shared_passes(embedder: object) -> tuple[int, int]:
+    """(forward passes, callers served) of the `BatchingEmbedder` in `embedder`'s chain;
+    (0, 0) where passes are not shared. Callers per pass is how well concurrent queries
+    share the model's fixed cost."""
+    while isinstance(embedder, InFront):
+        if isinstance(embedder, BatchingEmbedder):
+            return embedder.batches, embedder.calls
+        embedder = embedder._inner
+    return 0, 0

@@ -127,6 +127,8 @@ def test_metrics_say_how_often_a_users_memories_were_read_whole(http: httpx.Clie
                          json={"user_id": "carol", "query": q}).status_code == 200
     assert _gauge(http, "memray_hot_set_loads") - before == 1  # then held
     assert _gauge(http, "memray_hot_set_users") >= 1
+    # this app's embedder is a bare cache (no shared passes): the gauges are there, at 0
+    assert _gauge(http, "memray_embed_passes") == _gauge(http, "memray_embed_calls") == 0
 
 
 def test_401_and_403_reveal_nothing(http: httpx.Client) -> None:

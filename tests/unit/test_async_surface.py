@@ -13,9 +13,9 @@ from memray.store.fake import InMemoryStore
 from memray.store.fake_log import InMemoryEventLog
 
 # Plumbing for jobs, migrations and integrations, not calls an application awaits;
-# hot_set_stats reads in-memory counters for /metrics and does no I/O to await.
+# stats reads in-memory counters for /metrics and does no I/O to await.
 PLUMBING = {"from_config", "engine", "turn_log", "switch_backend", "write_changes",
-            "hot_set_stats"}
+            "stats"}
 
 
 def _public(cls: type) -> dict[str, inspect.Signature]:

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from memray.embed.base import Matrix
-from memray.embed.batching import BatchingEmbedder
+from memray.embed.batching import BatchingEmbedder, shared_passes
+from memray.embed.cache import CachedEmbedder
 from memray.embed.hashing import HashingEmbedder
 
 
@@ -59,6 +60,9 @@ def test_each_caller_gets_its_own_rows_in_fewer_passes() -> None:
     assert sum(inner.calls) == sum(len(t) for t in texts)
     assert len(inner.calls) < len(texts) / 2  # shared passes
     assert max(inner.calls) <= 16
+    # what /metrics reports, found through the cache in front as Memory finds it
+    assert shared_passes(CachedEmbedder(batching, size=8)) == (len(inner.calls), len(texts))
+    assert shared_passes(inner) == (0, 0)
 
 
 def test_a_lone_caller_runs_at_once_and_big_batches_go_straight_through() -> None:
@@ -67,6 +71,7 @@ def test_a_lone_caller_runs_at_once_and_big_batches_go_straight_through() -> Non
     batching.embed(["one"])
     batching.embed([f"t{i}" for i in range(10)])
     assert inner.calls == [1, 10]
+    assert (batching.batches, batching.calls) == (2, 2)
 
 
 def test_a_failed_pass_fails_every_caller_in_it_and_nothing_hangs() -> None:
