@@ -228,6 +228,9 @@ def _bench_serve_parser(bench: Any) -> None:
                    "(Serve: search with --clients, search with 1, mixed), 20 (replicas)")
     b.add_argument("--add-share", type=float, default=0.1,
                    help="the share of adds in the mixed load (default 0.1)")
+    b.add_argument("--warmup", type=float, default=3.0, help="seconds of the same load, "
+                   "not recorded, before each measured one (default 3; longer lets "
+                   "caches such as the hot set reach their steady state)")
     b.add_argument("--users", type=int, default=50)
     b.add_argument("--url", default=None, help="a running app on 127.0.0.1; default: start one")
     b.add_argument("--key", default="mr_local_dev_key")
@@ -544,6 +547,9 @@ def bench_embed(args: argparse.Namespace) -> int:
 
 
 def bench_serve(args: argparse.Namespace) -> int:
+    if args.warmup < 0:
+        print("memray bench serve: --warmup is seconds, 0 or more", file=sys.stderr)
+        return 2
     cluster = (args.milvus_uri, args.postgres_dsn)
     if any(cluster) or args.replicas is not None:
         return _bench_serve_cluster(args)
@@ -552,7 +558,8 @@ def bench_serve(args: argparse.Namespace) -> int:
     seconds = 30.0 if args.seconds is None else args.seconds
     result = run(ServeBenchArgs(clients=args.clients, seconds=seconds, users=args.users,
                                 url=args.url, key=args.key, config=args.config,
-                                add_share=args.add_share, ingress=args.ingress))
+                                add_share=args.add_share, ingress=args.ingress,
+                                warmup_s=args.warmup))
     print(json.dumps(result, indent=2))
     errors = sum(result[p]["errors"] for p in ("search", "one_client", "mixed"))
     return 0 if errors == 0 else 1
@@ -577,7 +584,7 @@ def _bench_serve_cluster(args: argparse.Namespace) -> int:
                              replicas=counts, clients=args.clients,
                              seconds=20.0 if args.seconds is None else args.seconds,
                              users=args.users, spread=args.spread, add_share=args.add_share,
-                             zipf=args.zipf,
+                             zipf=args.zipf, warmup_s=args.warmup,
                              baseline=not args.no_baseline)
     try:
         result = run(bench, progress=lambda line: print(line, file=sys.stderr))

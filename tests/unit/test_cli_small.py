@@ -46,3 +46,22 @@ def test_bench_serve_finds_the_packaged_config_outside_a_checkout(
     monkeypatch.chdir(tmp_path)  # it once failed here: FileNotFoundError serve_configs/...
     assert Path(config_path(ServeBenchArgs())).is_file()
     assert config_path(ServeBenchArgs(config="mine.yaml")) == "mine.yaml"
+
+
+def test_bench_serve_passes_the_warmup_and_refuses_a_negative_one(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from memray.bench import cluster
+
+    seen = []
+
+    def fake_run(args: cluster.ClusterBenchArgs, progress: object) -> dict[str, object]:
+        seen.append(args.warmup_s)  # the run itself is tests/integration/test_bench_cluster
+        return {"errors": 0, "rows": []}
+
+    monkeypatch.setattr(cluster, "run", fake_run)
+    uri = ["--milvus-uri", "http://127.0.0.1:1", "--postgres-dsn", "postgresql://x"]
+    assert main(["bench", "serve", *uri, "--warmup", "-1"]) == 2
+    assert "--warmup" in capsys.readouterr().err
+    assert main(["bench", "serve", *uri, "--warmup", "40"]) == 0
+    assert main(["bench", "serve", *uri]) == 0
+    assert seen == [40.0, 3.0]
