@@ -95,6 +95,10 @@ class EmbedderConfig(BaseModel):
     share_passes: bool = Field(True, description="Concurrent callers in one process share "
                                "a forward pass (up to batch_size texts), so concurrent "
                                "searches are embedded together (embed/batching.py).")
+    parallel_passes: int = Field(1, ge=1, le=64, description="With share_passes: how many "
+                                 "shared passes may run at once. 2 lets a one-thread model "
+                                 "use a second core while the first pass's callers do their "
+                                 "Python work (the Serve replica of serve_configs/local.yaml).")
 
     @model_validator(mode="after")
     def _check_runtime(self) -> Self:

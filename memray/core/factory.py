@@ -42,7 +42,8 @@ def build_embedder(cfg: MemoryConfig) -> Embedder:
     else:
         inner = _one_model(e, e.model)
     if e.share_passes and e.provider != "hashing":
-        inner = BatchingEmbedder(inner, max_batch=e.batch_size)
+        inner = BatchingEmbedder(inner, max_batch=e.batch_size,
+                                 parallel=e.parallel_passes)
     return CachedEmbedder(inner, size=e.cache_size) if e.cache_size else inner
 
 

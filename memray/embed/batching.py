@@ -5,6 +5,11 @@ each paying the model's fixed cost). Here callers queue their texts; whichever c
 finds the model idle runs everything queued so far (up to `max_batch` texts) as one batch
 and hands out the rows, while the next arrivals queue for the pass after. A lone caller
 waits for nothing: its batch is just its own texts. No timer and no thread of its own.
+
+`parallel` passes may run at once. One pass at a time keeps a single-threaded model busy
+only while the caller's Python work waits for the GIL; a second pass (ONNX Runtime releases
+the GIL while it runs) lets the model use a second core beside that work
+(BENCHMARKS.md, "CPU per search in the API replica").
 """
 
 from __future__ import annotations
@@ -27,12 +32,14 @@ class _Request:
 
 
 class BatchingEmbedder(InFront):
-    def __init__(self, inner: Embedder, *, max_batch: int = 64) -> None:
+    def __init__(self, inner: Embedder, *, max_batch: int = 64, parallel: int = 1) -> None:
         super().__init__(inner)
-        self._max = max_batch
+        if parallel < 1:
+            raise ValueError(f"parallel must be at least 1, got {parallel}")
+        self._max, self._parallel = max_batch, parallel
         self._cv = threading.Condition()
         self._queue: list[_Request] = []
-        self._running = False
+        self._running = 0  # passes in progress
         self.batches = 0  # forward passes run (for tests, benches and /metrics)
         self.calls = 0  # callers whose texts went through those passes
 
@@ -47,17 +54,18 @@ class BatchingEmbedder(InFront):
         with self._cv:
             self._queue.append(request)
             while not request.done:
-                if self._running:
+                # An empty queue means this request is in a pass already running.
+                if self._running >= self._parallel or not self._queue:
                     self._cv.wait()
                     continue
-                self._running = True
+                self._running += 1
                 batch = self._take()
                 self._cv.release()
                 try:
                     self._run(batch)
                 finally:
                     self._cv.acquire()
-                    self._running = False
+                    self._running -= 1
                     self._cv.notify_all()
         if request.error is not None:
             raise request.error
@@ -82,8 +90,9 @@ class BatchingEmbedder(InFront):
             for r in batch:
                 r.error, r.done = exc, True
             return
-        self.batches += 1
-        self.calls += len(batch)
+        with self._cv:  # passes may end together
+            self.batches += 1
+            self.calls += len(batch)
         start = 0
         for r in batch:
             r.result = vectors[start:start + len(r.texts)]

@@ -88,3 +88,72 @@ def test_a_failed_pass_fails_every_caller_in_it_and_nothing_hangs() -> None:
         batching.embed(["poison"])
     np.testing.assert_array_equal(batching.embed(["fine"]),
                                   HashingEmbedder(dim=32, model="slow").embed(["fine"]))
+
+
+class Overlapping(HashingEmbedder):
+    """A model that records how many passes run at once; each pass waits (up to wait_s)
+    for a second one to start beside it."""
+
+    def __init__(self, wait_s: float) -> None:
+        super().__init__(dim=32, model="overlap")
+        self._lock = threading.Lock()
+        self._running = 0
+        self.peak = 0
+        self._two = threading.Event()
+        self._wait_s = wait_s
+        self.sizes: list[int] = []
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        with self._lock:
+            self.sizes.append(len(texts))
+            self._running += 1
+            self.peak = max(self.peak, self._running)
+            if self._running >= 2:
+                self._two.set()
+        try:
+            self._two.wait(timeout=self._wait_s)
+            return super().embed(texts)
+        finally:
+            with self._lock:
+                self._running -= 1
+
+
+def test_parallel_passes_run_side_by_side_and_never_more_than_asked() -> None:
+    inner = Overlapping(wait_s=20)  # a lone pass would hold up the test for 20 s
+    batching = BatchingEmbedder(inner, max_batch=4, parallel=2)
+    texts = [[f"q {i}"] for i in range(12)]
+    results = _concurrently(batching, texts)
+    reference = HashingEmbedder(dim=32, model="overlap")
+    for got, asked in zip(results, texts, strict=True):
+        assert isinstance(got, np.ndarray)
+        np.testing.assert_array_equal(got, reference.embed(asked))
+    assert inner.peak == 2
+    # a caller whose texts are in a running pass waits for it, and runs no empty pass
+    assert min(inner.sizes) >= 1 and sum(inner.sizes) == len(texts)
+    assert batching.batches == len(inner.sizes) <= batching.calls == len(texts)
+
+
+def test_one_pass_at_a_time_by_default() -> None:
+    inner = Overlapping(wait_s=0.01)
+    batching = BatchingEmbedder(inner, max_batch=2)
+    _concurrently(batching, [[f"q {i}"] for i in range(12)])
+    assert inner.peak == 1
+    assert batching.calls == 12
+
+
+def test_parallel_below_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="parallel must be at least 1"):
+        BatchingEmbedder(HashingEmbedder(dim=8, model="x"), parallel=0)
+
+
+def test_callers_whose_texts_are_in_a_running_pass_wait_for_it() -> None:
+    """With two passes allowed, a caller woken while its texts are in the other pass
+    waits; it must not run (empty) passes of its own meanwhile."""
+    inner = Slow()
+    batching = BatchingEmbedder(inner, max_batch=8, parallel=2)
+    texts = [[f"q {i}"] for i in range(40)]
+    results = _concurrently(batching, texts)
+    assert all(isinstance(r, np.ndarray) for r in results)
+    assert sum(inner.calls) == len(texts)
+    assert batching.batches == len(inner.calls)
+    assert batching.calls == len(texts)
