@@ -174,6 +174,8 @@ def _bench_parser(sub: Any) -> None:
     ig.add_argument("--num-cpus", type=int, default=None)
     ig.add_argument("--runtime", choices=["auto", "onnx", "torch"], default="auto",
                     help="embedder.runtime of both the raw embedder and the job")
+    ig.add_argument("--actors", type=int, default=1, help="embedding actors; each gets "
+                    "an equal share of the CPUs and one intra-op thread per CPU")
     mg = bench.add_parser("migrate", help="re-embed throughput and failed reads during a "
                           "migration to all-mpnet-base-v2")
     mg.add_argument("--users", type=int, default=50)

@@ -17,8 +17,8 @@ import numpy as np
 
 from memray.batch.config import BackfillArgs
 from memray.batch.llm_stage import extract_with_llm
-from memray.batch.runtime import Progress, run_job, summary
-from memray.batch.stages import EmbedTexts, units_of_user
+from memray.batch.runtime import Pace, Progress, run_job, summary
+from memray.batch.stages import EmbedTexts, by_user, units_of_user
 from memray.core.memory import Memory
 from memray.errors import ConfigError
 from memray.ingest.writer import JOB, BackfillWriter
@@ -54,7 +54,7 @@ def _run(args: BackfillArgs, mem: Memory) -> dict[str, Any]:
     if args.llm_stage:
         units = extract_with_llm(_read(args), args.llm, args.memory, done, args.partitions)
     else:
-        units = (_read(args).groupby("user_id", num_partitions=args.partitions)
+        units = (by_user(_read(args), args.partitions)
                  .map_groups(units_of_user, batch_format="pandas",
                              fn_kwargs={"infer": args.infer, "done": done,
                                         "memory": args.memory.model_dump(mode="json")}))
@@ -70,7 +70,9 @@ def _run(args: BackfillArgs, mem: Memory) -> dict[str, Any]:
     counts = writer.counts
     errors: list[str] = []
     dim = engine.embedder.dim
+    pace = Pace()
     for batch in ds.iter_batches(batch_size=pool.batch_units, batch_format="pandas"):
+        pace.batch(sum(len(v) for v in batch["vectors"]) // (4 * dim))
         for row in batch.to_dict("records"):
             counts["rows_read"] += int(row["rows"])
             counts["rows_invalid"] += int(row["invalid"])
@@ -87,7 +89,7 @@ def _run(args: BackfillArgs, mem: Memory) -> dict[str, Any]:
     progress.tick(counts, force=True)
     result: dict[str, Any] = {"input": ",".join(args.input), "infer": args.infer,
                               **dict(sorted(counts.items())),
-                              "seconds": round(progress.elapsed_s, 1)}
+                              "seconds": round(progress.elapsed_s, 1), **pace.summary()}
     if errors:
         result["first_errors"] = " | ".join(errors)
     return summary("backfill", result, args)

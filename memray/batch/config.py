@@ -94,8 +94,9 @@ class BackfillArgs(JobArgs):
     infer: bool = Field(True, description="False: each user message becomes a memory.")
     embed: PoolArgs = Field(default_factory=PoolArgs)
     drain_rows: int = Field(2000, gt=0, description="Bulk write size (infer=False).")
-    partitions: int = Field(16, gt=0, description="Hash partitions of the group-by-user "
-                            "shuffle (more for big logs on big clusters).")
+    partitions: int = Field(16, gt=0, description="Blocks of users after the group-by-user "
+                            "shuffle: each is embedded, then written, as one piece (more "
+                            "for big logs on big clusters).")
     llm: LLMStageArgs = Field(default_factory=LLMStageArgs)
 
     @property

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from memray.batch.config import LLMStageArgs
-from memray.batch.stages import parse_group
+from memray.batch.stages import by_user, parse_group
 from memray.config import MemoryConfig
 from memray.extract.base import Turn
 from memray.extract.llm import facts_request, read_facts, split_round
@@ -125,7 +125,7 @@ def extract_with_llm(ds: Any, args: LLMStageArgs, memory: MemoryConfig,
     """The rounds of every user through the LLM processor, back to units per user."""
     # Fractional CPUs: the HTTP stage waits on the endpoint, and the embedding pool holds
     # whole CPUs for the job; tasks asking for a whole CPU would wait forever on 2 cores.
-    rounds = ds.groupby("user_id", num_partitions=partitions).map_groups(
+    rounds = by_user(ds, partitions).map_groups(
         rounds_of_user, batch_format="pandas", num_cpus=_LIGHT,
         fn_kwargs={"memory": memory.model_dump(mode="json"), "done": done}).materialize()
     # Materialized: the two branches below read it, and an unmaterialized source would
@@ -133,7 +133,7 @@ def extract_with_llm(ds: Any, args: LLMStageArgs, memory: MemoryConfig,
     asks = rounds.filter(lambda r: r["body"] != "", num_cpus=_LIGHT)
     rest = rounds.filter(lambda r: r["body"] == "", num_cpus=_LIGHT)
     answered = build(args, memory)(asks).select_columns(_COLUMNS)
-    return answered.union(rest).groupby("user_id", num_partitions=partitions).map_groups(
+    return by_user(answered.union(rest), partitions).map_groups(
         unit_of_user, batch_format="pandas", num_cpus=_LIGHT)
 
 

@@ -180,7 +180,12 @@ def _reembed(args: MigrateArgs, new_cfg: EmbedderConfig, syncer: Syncer, staging
     pool = args.embed
     # Fractional read tasks: the actor pool holds whole CPUs; on a small machine whole-CPU
     # reads then wait for it (a stall of minutes was seen on 2 cores).
-    ds = ray.data.read_parquet(str(staging), num_cpus=0.25).map_batches(
+    # Blocks of a few batches: a staged file (up to 10,000 rows) read as one block was
+    # embedded in one task and came back whole, so the writer waited for all of it and
+    # a pool of several actors had one task to share. Not one batch a block: each block
+    # is an actor task, and a task's overhead would then weigh on a fast GPU's batch.
+    ds = ray.data.read_parquet(str(staging), num_cpus=0.25).repartition(
+        target_num_rows_per_block=4 * args.rows_per_batch).map_batches(
         EmbedTexts, batch_format="pandas", batch_size=args.rows_per_batch,
         compute=ActorPoolStrategy(size=pool.actors), num_cpus=pool.cpus_per_actor,
         num_gpus=pool.gpus_per_actor or None,

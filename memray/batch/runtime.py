@@ -95,6 +95,32 @@ class Progress:
         return time.monotonic() - self._start
 
 
+class Pace:
+    """When the first batch reached the writer, and the rate over the second half of the
+    texts. A job's start (worker processes, the shuffle, the model load: ~10-20 s on 2
+    cores) is paid once; the second half runs at what a large job runs at. Not "after the
+    first batch": a block holds several batches, which arrive together."""
+
+    def __init__(self) -> None:
+        self._start = time.monotonic()
+        self._arrivals: list[tuple[float, int]] = []  # (when, texts so far)
+        self.texts = 0
+
+    def batch(self, texts: int) -> None:
+        self.texts += texts
+        self._arrivals.append((time.monotonic(), self.texts))
+
+    def summary(self) -> dict[str, float]:
+        if not self._arrivals:
+            return {}
+        out = {"first_batch_seconds": round(self._arrivals[0][0] - self._start, 1)}
+        at, before = next((t, n) for t, n in self._arrivals if n >= self.texts / 2)
+        spent = time.monotonic() - at
+        if spent > 0 and self.texts > before:
+            out["steady_texts_per_s"] = round((self.texts - before) / spent, 1)
+        return out
+
+
 def summary(job: str, counts: Mapping[str, Any], args: JobArgs) -> dict[str, Any]:
     """Print the summary table (polars) and return it as a dict."""
     import polars as pl

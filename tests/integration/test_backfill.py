@@ -172,3 +172,24 @@ def test_memray_jobs_cli_runs_a_job_and_prints_the_summary(tmp_path: Path) -> No
                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=60,
                          check=False)
     assert bad.returncode == 1 and "invalid job config" in bad.stderr
+
+
+def test_users_are_grouped_into_several_blocks_each_user_in_one() -> None:
+    """The sort shuffle keeps its input's block count: a log read as one block was one
+    block of units, so one actor embedded every user in one task and the writer waited
+    for all of it (and a pool of several actors had nothing to share)."""
+    import pandas as pd
+    import ray.data
+
+    from memray.batch.runtime import _configure_data
+    from memray.batch.stages import by_user
+
+    _configure_data()  # the jobs' Ray Data settings: the sort shuffle
+    logs = pd.read_parquet(SAMPLE_PARQUET)
+    one_block = ray.data.from_pandas(logs)  # what a single small file reads as
+    assert one_block.num_blocks() == 1
+    grouped = by_user(one_block, 3).map_groups(
+        lambda g: g.head(1)[["user_id"]], batch_format="pandas").materialize()
+    assert grouped.num_blocks() > 1
+    users = list(grouped.to_pandas()["user_id"])
+    assert sorted(users) == sorted(set(logs["user_id"]))
