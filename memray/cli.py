@@ -196,6 +196,7 @@ def _bench_parser(sub: Any) -> None:
                     "first alternating (default 4); medians are reported")
     _bench_serve_parser(bench)
     _bench_embed_parser(bench)
+    _bench_capacity_parser(bench)
     so = bench.add_parser("soak", help="mixed traffic against `memray api` (or `memray "
                           "serve`) on 127.0.0.1, then the store checked against what was "
                           "acknowledged (lost, resurrected), errors by kind and RSS growth")
@@ -205,6 +206,23 @@ def _bench_parser(sub: Any) -> None:
                     "of the local config")
     so.add_argument("--clients", type=int, default=8, help="closed-loop clients (default 8)")
     so.add_argument("--users", type=int, default=20, help="default 20")
+
+
+def _bench_capacity_parser(bench: Any) -> None:
+    c = bench.add_parser("capacity", help="hot-set hit rate and memory per API replica on a "
+                         "simulated Zipf trace, affine vs round robin, beside the model of "
+                         "docs/capacity.md (in process, no servers)")
+    c.add_argument("--users", type=int, default=100_000)
+    c.add_argument("--requests", type=int, default=100_000, help="trace length (default "
+                   "100,000; the first quarter warms the hot sets and is not counted)")
+    c.add_argument("--zipf", type=float, default=1.1, help="Zipf exponent over users")
+    c.add_argument("--replicas", type=int, default=3)
+    c.add_argument("--capacities", default="256,1024,4096",
+                   help="recall.hot_set_users values to try, comma-separated")
+    c.add_argument("--model-only", action="store_true", help="print the model's hit rates "
+                   "for these users, replicas and capacities without simulating (for "
+                   "populations too large to replay, e.g. --users 10000000)")
+    c.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
 def _bench_embed_parser(bench: Any) -> None:
@@ -280,7 +298,8 @@ def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
         print(__version__)
         return 0
     benches = {"locomo": bench_locomo, "serve": bench_serve, "embed": bench_embed,
-               "soak": bench_soak, "encryption": bench_encryption}
+               "soak": bench_soak, "encryption": bench_encryption,
+               "capacity": bench_capacity}
     if args.command == "bench" and args.bench in benches:
         return benches[args.bench](args)
     if args.command == "bench" and args.bench in ("ingest", "migrate"):
@@ -534,6 +553,29 @@ def bench_soak(args: argparse.Namespace) -> int:
     bad = result["error_count"] + result["lost"] + result["resurrected"] + \
         result["duplicated"] + result["doctor_problems"]
     return 0 if bad == 0 else 1
+
+
+def bench_capacity(args: argparse.Namespace) -> int:
+    from memray.bench.capacity import CapacityBenchArgs, predict, run, table
+
+    try:
+        capacities = tuple(int(c) for c in args.capacities.split(","))
+    except ValueError:
+        print("memray bench capacity: --capacities is integers, e.g. 256,1024", file=sys.stderr)
+        return 2
+    if min(args.users, args.requests, args.replicas, *capacities) < 1 or args.zipf <= 0:
+        print("memray bench capacity: --users, --requests, --replicas and --capacities must "
+              "be at least 1 and --zipf above 0", file=sys.stderr)
+        return 2
+    if args.model_only:
+        print(json.dumps({c: predict(args.users, args.zipf, args.replicas, c)
+                          for c in capacities}, indent=2))
+        return 0
+    result = run(CapacityBenchArgs(users=args.users, requests=args.requests, zipf=args.zipf,
+                                   replicas=args.replicas, capacities=capacities),
+                 progress=lambda line: print(line, file=sys.stderr))
+    print(json.dumps(result, indent=2) if args.json else table(result))
+    return 0
 
 
 def bench_embed(args: argparse.Namespace) -> int:
