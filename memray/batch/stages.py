@@ -21,10 +21,11 @@ def by_user(ds: Any, partitions: int) -> Any:
     """`ds` grouped by user in `partitions` blocks, for `map_groups`.
 
     The sort shuffle (runtime.py) keeps the number of blocks it is given and ignores
-    `num_partitions`: a log read as one block came out as one block, so the embedding
-    actor took every user in one task and the writer waited for all of it (48 s of a
-    56 s job idle, then 6 s of writes on one core). Split first, so the blocks stream
-    to the writer while the next ones embed."""
+    `num_partitions`: a log read as one block came out as one block, so one actor task
+    embedded every user and the writer waited for all of it (48 s of a 54 s job, then
+    6 s of writes), and other actors of the pool had nothing to do. Split first, so the
+    blocks reach the writer while the next ones embed. On 2 shared cores that saves no
+    time (both need the same CPUs); it does where they do not share them."""
     return (ds.repartition(partitions, shuffle=False)
             .groupby("user_id", num_partitions=partitions))
 
