@@ -1,10 +1,11 @@
 """`memray bench capacity`: the scaled-down check of docs/capacity.md. A trace of Zipf
 users is replayed, in process and without servers, against the real `HotSet` of each API
-replica, routed user-affine (crc32 of the user id mod replicas, what the HAProxy header
-hash does) or round robin; writes bump the user's version, as the shared log does, and the
-replica that took the write patches its copy, as its committer does. Loading a user's rows
-is stubbed with fresh rows of realistic size: what is checked is the hit rate and the
-memory the model predicts, not latency.
+replica, routed user-affine (`memray bench serve`'s affine spread: crc32 of the user id mod
+replicas, a stable hash as HAProxy's header hash is) or round robin; writes bump the
+user's version, as the shared log does, and the replica that took the write patches its
+copy, as its committer does. Loading a user's rows is stubbed with fresh rows of
+realistic size: what is checked is the hit rate and the memory the model predicts, not
+latency.
 
 The model is Che's approximation of an LRU cache under independent requests, computed
 from the same popularities; the bench reports it beside the simulated figure, so the
@@ -16,13 +17,13 @@ from __future__ import annotations
 import gc
 import time
 import tracemalloc
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from memray.bench.serve import affine_index as affine
 from memray.core.hotset import HotSet
 from memray.core.ids import new_id
 from memray.models import content_hash
@@ -73,11 +74,6 @@ def ranked_ids(users: int, seed: int) -> list[str]:
     unrelated to the routing hash."""
     order = np.random.default_rng(seed).permutation(users)
     return [f"u{i:07d}" for i in order]
-
-
-def affine(user_id: str, replicas: int) -> int:
-    """The replica a user's requests go to: crc32 of the id, mod the replica count."""
-    return zlib.crc32(user_id.encode()) % replicas
 
 
 def che_hit_rate(shares: np.ndarray, capacity: int) -> float:

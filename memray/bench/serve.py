@@ -44,6 +44,13 @@ _QUERIES = itertools.count()  # numbers search texts across every load of this p
 TOPICS = ["tea", "jazz", "chess", "hiking", "Python", "peanuts", "Hangzhou", "cats"]
 
 
+def affine_index(user_id: str, replicas: int) -> int:
+    """The replica a user's requests go to under the affine spread: crc32 of the id, mod
+    the replica count (a stable hash, as HAProxy's header hash is; `memray bench
+    capacity` routes its simulated replicas with it too, so the two compare)."""
+    return zlib.crc32(user_id.encode()) % replicas
+
+
 @dataclass(frozen=True)
 class ServeBenchArgs:
     clients: int = 20
@@ -143,7 +150,7 @@ class Load:
 
     def base(self, user: str, rng: random.Random, turn: Iterator[int]) -> str:
         if self.spread == "affine":
-            return self.bases[zlib.crc32(user.encode()) % len(self.bases)]
+            return self.bases[affine_index(user, len(self.bases))]
         if self.spread == "random":
             return rng.choice(self.bases)
         return self.bases[next(turn) % len(self.bases)]
