@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from memray.core.entities import Names, asked
 from memray.core.lexical import BM25
 from memray.core.turns import adjacency
 from memray.models import MemoryRecord, MemoryStatus
@@ -27,7 +28,8 @@ from memray.store.events import StoreOp
 from memray.store.filters import matches
 
 Hits = list[tuple[MemoryRecord, float]]
-Candidate = tuple[MemoryRecord, float, float, tuple[str, ...]]
+# (record, cosine, keyword score, neighbouring candidates' ids, share of the query's names)
+Candidate = tuple[MemoryRecord, float, float, tuple[str, ...], float]
 
 
 def _unit(vector: Vector) -> Vector:
@@ -60,6 +62,7 @@ class _Entry:
     matrix: np.ndarray  # unit rows, float32
     _lexical: BM25 | None = None  # built on the first keyword search
     _links: list[tuple[int, ...]] | None = None  # built on the first neighbour search
+    _names: Names | None = None  # built on the first search by names
 
     def keyword_scores(self, query: str) -> np.ndarray:
         """BM25 of every row for `query`, scaled so the best row is 1 (all 0: no match)."""
@@ -70,9 +73,11 @@ class _Entry:
         return raw / top if top > 0 else raw
 
     def hybrid(self, user_id: str, vector: Vector, query: str, limit: int, where: Where,
-               around: int = 0) -> list[Candidate]:
-        """(record, cosine, keyword score, linked ids) of the `limit` best rows by cosine
-        and of the `limit` best by keywords, among rows that satisfy `where`; with
+               around: int = 0, names: bool = False) -> list[Candidate]:
+        """(record, cosine, keyword score, linked ids, named share) of the `limit` best
+        rows by cosine and of the `limit` best by keywords, among rows that satisfy
+        `where`; with `names`, also the `limit` best by cosine among the rows that name a
+        name of the query (core/entities.py), and each row's share of those names; with
         `around`, also the neighbouring turns (core/turns.py) of the `around` best by
         cosine. Linked ids: the candidate's neighbours among the candidates (only with
         `around`)."""
@@ -81,9 +86,13 @@ class _Entry:
         q = np.asarray(vector, dtype=np.float32)
         sims = self.matrix @ (q / max(float(np.linalg.norm(q)), 1e-12))
         lex = self.keyword_scores(query)
+        named = self.named(query) if names else np.zeros(len(self.records), np.float32)
+        orders = [best_first(sims, limit), best_first(lex, limit, above=0.0)]
+        if named.any():  # rows naming none of the query's names come in by cosine above
+            orders.append(best_first(np.where(named > 0, sims, -np.inf), limit, above=-2.0))
         picked: dict[int, None] = {}
         # Rows without a query word are no keyword candidates (they would come in by row order).
-        for order in (best_first(sims, limit), best_first(lex, limit, above=0.0)):
+        for order in orders:
             taken = 0
             for i in order:
                 if taken == limit:
@@ -91,15 +100,24 @@ class _Entry:
                 if matches(self.records[i], user_id, where):
                     picked[int(i)] = None
                     taken += 1
-        if not around:
-            return [(self.records[i], float(sims[i]), float(lex[i]), ()) for i in picked]
-        links = self.links()
-        for i in sorted(picked, key=lambda i: -sims[i])[:around]:
-            for j in links[i]:
-                if j not in picked and matches(self.records[j], user_id, where):
-                    picked[j] = None
+        links = self.links() if around else None
+        if links is not None:
+            for i in sorted(picked, key=lambda i: -sims[i])[:around]:
+                for j in links[i]:
+                    if j not in picked and matches(self.records[j], user_id, where):
+                        picked[j] = None
         return [(self.records[i], float(sims[i]), float(lex[i]),
-                 tuple(self.records[j].id for j in links[i] if j in picked)) for i in picked]
+                 () if links is None else tuple(self.records[j].id for j in links[i]
+                                                if j in picked), float(named[i]))
+                for i in picked]
+
+    def named(self, query: str) -> np.ndarray:
+        """Each row's share of the names `query` names (all 0: it names none)."""
+        if not asked(query):  # most queries: no index to build
+            return np.zeros(len(self.records), dtype=np.float32)
+        if self._names is None:
+            self._names = Names([r.content for r in self.records])
+        return self._names.share(self._names.named(query), len(self.records))
 
     def links(self) -> list[tuple[int, ...]]:
         """Each row's neighbouring turns (core/turns.py), built on first use."""
@@ -209,11 +227,11 @@ class HotSet:
 
     def hybrid(self, user_id: str, version: int, vector: Vector, query: str, limit: int,
                where: Where, load: Callable[[], list[StoredMemory] | None],
-               around: int = 0) -> list[Candidate] | None:
+               around: int = 0, names: bool = False) -> list[Candidate] | None:
         """Dense and keyword candidates (see `_Entry.hybrid`), or None when not held."""
         entry = self._entry(user_id, version, load)
         return None if entry is None else entry.hybrid(user_id, vector, query, limit, where,
-                                                       around)
+                                                       around, names)
 
     def _entry(self, user_id: str, version: int,
                load: Callable[[], list[StoredMemory] | None]) -> _Entry | None:

@@ -124,6 +124,7 @@ def rank(
     threshold: float, cap: int, intent_ids: frozenset[str] = frozenset(),
     keyword: Mapping[str, float] | None = None, when_ids: frozenset[str] | None = None,
     links: Mapping[str, tuple[str, ...]] | None = None,
+    named: Mapping[str, float] | None = None,
 ) -> list[SearchHit]:
     """Drop candidates below `threshold` similarity, score the rest, best `cap` first.
 
@@ -134,7 +135,9 @@ def rank(
     applies to the similarity). `when_ids`: for a question that asks when, the memories
     that place something in time (None: it does not ask), weighted by w_when. `links`:
     each candidate's neighbouring turns among the candidates (core/turns.py); with
-    w_neighbour a turn shares its best neighbour's similarity. Ties keep the store's
+    w_neighbour a turn shares its best neighbour's similarity. `named`: the share of the
+    query's names (core/entities.py) each memory names, weighted by w_entity (0 when the
+    query names none of the user's names). Ties keep the store's
     order. After `decide`, pass threshold=-1: the decision is made.
     """
     keyword = keyword or {}
@@ -143,8 +146,10 @@ def rank(
     timed = when_ids or frozenset()
     episode = episodes(candidates) if cfg.w_episode else {}
     near = nearby(candidates, links or {}) if cfg.w_neighbour else {}
+    named = named or {}
+    w_entity = cfg.w_entity if named else 0.0
     total = (cfg.w_similarity + cfg.w_importance + cfg.w_recency + cfg.w_intent + w_lex
-             + w_when + cfg.w_episode + cfg.w_neighbour)
+             + w_when + cfg.w_episode + cfg.w_neighbour + w_entity)
     hits = []
     for record, sim in candidates:
         match = record.id in intent_ids
@@ -156,7 +161,8 @@ def rank(
                  + cfg.w_recency * rec + cfg.w_intent * match + w_lex * lex
                  + w_when * (record.id in timed)
                  + cfg.w_episode * episode.get(record.session_id or "", sim)
-                 + cfg.w_neighbour * near.get(record.id, sim)) / total
+                 + cfg.w_neighbour * near.get(record.id, sim)
+                 + w_entity * named.get(record.id, 0.0)) / total
         hits.append(SearchHit(memory=record, score=round(score, 6), similarity=round(sim, 6)))
     hits.sort(key=lambda h: h.score, reverse=True)
     return spread(hits, cfg.session_spread, cap)
