@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Literal, cast
@@ -44,6 +45,11 @@ SCHEMA_VERSION = 3
 # bigint one; PostgreSQL keeps the two spaces apart, so they can never collide.
 _SCHEMA_LOCK = (0x6D656D72, 1)  # ("memr", 1)
 _CONNECT_TIMEOUT_S = 30.0
+# A pooled connection back in the pool for less than this is lent without a check. The
+# check is a round trip of its own: on every borrow it was half of a search's statements.
+# A connection that died in that window (a server restart) fails once; reads are retried
+# on a fresh one.
+_CHECK_AFTER_IDLE_S = 2.0
 
 # Each entry takes the schema from the previous version to this one.
 _MIGRATIONS: dict[int, tuple[str, ...]] = {1: (
@@ -148,8 +154,11 @@ class PostgresEventLog:
         """Each held user lock keeps a pooled connection; leave one for other calls."""
         return max(1, self._pool_size - 1)
 
-    def __init__(self, dsn: str, *, dim: int, pool_size: int = 8) -> None:
+    def __init__(self, dsn: str, *, dim: int, pool_size: int = 8,
+                 check_after_idle_s: float = _CHECK_AFTER_IDLE_S) -> None:
         self._dsn, self._dim, self._pool_size = dsn, dim, pool_size
+        self._check_after_idle_s = check_after_idle_s
+        self._returned: dict[int, float] = {}  # id(connection) -> when it came back
         self._pool: ConnectionPool[Conn] | None = None
         self._users = UserLocks()
         self._local = threading.local()
@@ -173,7 +182,7 @@ class PostgresEventLog:
             raise StoreError(f"event log schema setup failed: {exc}") from exc
         pool: ConnectionPool[Conn] = ConnectionPool(
             self._dsn, min_size=1, max_size=self._pool_size, open=False,
-            kwargs={"autocommit": True}, check=ConnectionPool.check_connection,
+            kwargs={"autocommit": True}, check=self._check_if_idle, reset=self._returning,
             name="memray-events", timeout=_CONNECT_TIMEOUT_S)
         try:
             pool.open(wait=True, timeout=_CONNECT_TIMEOUT_S)
@@ -220,6 +229,18 @@ class PostgresEventLog:
             raise StoreError("event log is not open")
         return self._pool
 
+    def _returning(self, conn: Conn) -> None:
+        if len(self._returned) > 4 * self._pool_size:  # stamps of connections since closed
+            self._returned.clear()  # (a connection without one is checked: safe)
+        self._returned[id(conn)] = time.monotonic()
+
+    def _check_if_idle(self, conn: Conn) -> None:
+        """The pool's check on lending `conn`: only when it sat idle long enough to have
+        met a server restart or an idle timeout unseen (a new connection has no stamp)."""
+        back = self._returned.pop(id(conn), None)
+        if back is None or time.monotonic() - back >= self._check_after_idle_s:
+            ConnectionPool.check_connection(conn)
+
     @contextmanager
     def _conn(self, what: str) -> Iterator[Conn]:
         """A connection for one call (the thread's lock connection if it holds one);
@@ -235,6 +256,15 @@ class PostgresEventLog:
             raise StoreError(f"event log {what} failed: {exc}") from exc
 
     def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[TupleRow]:
+        with self._conn("read") as conn:
+            try:
+                return conn.execute(sql, args).fetchall()
+            except psycopg.OperationalError:
+                # Lent unchecked and dead (see _CHECK_AFTER_IDLE_S): the pool drops it when
+                # it comes back, and a read can run again. Not inside a held user lock,
+                # whose connection it is.
+                if not conn.broken or self._held():
+                    raise
         with self._conn("read") as conn:
             return conn.execute(sql, args).fetchall()
 
