@@ -16,6 +16,7 @@ large store calls, each user's ops still under its lock and in commit order.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import Any, Protocol
@@ -73,6 +74,7 @@ class Committer:
         self._on_change, self._check, self._seen = on_change, check, seen
         # Set once the backend is built (it needs an engine over this committer).
         self.deletions: DeletionHook | None = None
+        self._local = threading.local()
 
     @property
     def store(self) -> VectorStore:
@@ -88,13 +90,35 @@ class Committer:
         Reentrant within a thread."""
         return self._locked(user_id)
 
+    def _held(self) -> dict[str, int]:
+        """The users whose lock this thread holds -> their version (read once on taking
+        the lock; only this thread's commits move it while it is held)."""
+        held: dict[str, int] | None = getattr(self._local, "held", None)
+        if held is None:
+            held = self._local.held = {}
+        return held
+
+    def version(self, user_id: str) -> int:
+        """The user's memory version: known without a log read while this thread holds
+        the user's lock, else read."""
+        known = self._held().get(user_id)
+        return self._events.version(user_id) if known is None else known
+
     @contextmanager
     def _locked(self, user_id: str) -> Iterator[None]:
-        with self._gate.shared(), self._events.user_lock(user_id):
-            seen = self._seen
-            if seen is not None and seen.moved(user_id, self._events.version(user_id)):
-                self._store.touch(user_id)
+        held = self._held()
+        if user_id in held:  # reentrant: the outer hold read the version and checked it
             yield
+            return
+        with self._gate.shared(), self._events.user_lock(user_id):
+            version = held[user_id] = self._events.version(user_id)
+            try:
+                seen = self._seen
+                if seen is not None and seen.moved(user_id, version):
+                    self._store.touch(user_id)
+                yield
+            finally:
+                del held[user_id]
 
     # -- committing -----------------------------------------------------------------------
     def commit(self, changes: ChangeSet, *, apply: bool = True) -> int:
@@ -111,7 +135,7 @@ class Committer:
             if hook is not None:
                 hook.expand(changes)
                 seen = hook.before(changes)
-            before = self._events.version(uid)
+            before = self._held()[uid]
             ops = changes.store_ops()
             events = changes.logged_events()
             own = self._events.commit(uid, events, ops, purge_ids=list(changes.deletes),
@@ -121,7 +145,7 @@ class Committer:
             # Every log bumps the version exactly for a real change, and the user's lock
             # keeps every other writer out: no second read is needed.
             real = bool(events or ops or changes.deletes or changes.delete_user)
-            after = before + 1 if real else before
+            after = self._held()[uid] = before + 1 if real else before
             if not apply:
                 self.notify(uid)
                 return after

@@ -58,7 +58,7 @@ class Edits:
                 elif new is not None:
                     changes.put(new, vectors[new.id], None, now, fresh=True)
             version = self._backend.committer.commit(changes) if fresh else \
-                self._backend.events.version(scope.user_id)
+                self._backend.committer.version(scope.user_id)
             return AddResult(events=changes.events, version=version)
 
     def _decide(self, scope: Scope, turns: Sequence[Message],
@@ -92,8 +92,8 @@ class Edits:
         current version (the caller holds the user's lock, so it stays current), else
         from the store."""
         _, store, hot = self._backend.live
-        if hot is not None and hot.holding(uid):  # else no version read (a log round trip)
-            held = hot.query(uid, self._backend.events.version(uid), where)
+        if hot is not None and hot.holding(uid):
+            held = hot.query(uid, self._backend.committer.version(uid), where)
             if held is not None:
                 return held
         return store.query(uid, where)

@@ -231,3 +231,22 @@ def test_fresh_ids_are_inserted_without_a_lookup_and_a_replay_replaces(parts) ->
     assert committer.drain()  # a replay, not this commit's own apply: replaced
     assert store.insert_calls == [2] and store.replace_calls == [1, 1]
     assert store.count("u") == 4 and not log.has_pending("u")
+
+
+def test_the_version_is_read_once_per_hold_of_the_users_lock(parts, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # Each read is a round trip with a shared log; under the lock only this thread's
+    # commits move the version, so the one read on taking it is enough.
+    _, log, committer = parts
+    reads: list[str] = []
+    real = log.version
+    monkeypatch.setattr(log, "version", lambda uid: reads.append(uid) or real(uid))
+    with committer.locked("u"):
+        assert committer.version("u") == 0
+        assert committer.commit(added("u", "a")) == 1
+        assert committer.version("u") == 1
+        assert committer.commit(added("u", "b")) == 2
+        with committer.locked("u"):  # reentrant: no second read
+            assert committer.commit(ChangeSet("u")) == 2  # nothing to commit: unmoved
+    assert reads == ["u"]
+    assert committer.commit(added("u", "c")) == 3 == real("u")  # a hold of its own
+    assert committer.version("u") == 3 and reads == ["u", "u", "u"]  # not held: read
