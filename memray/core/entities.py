@@ -11,8 +11,8 @@ What counts as a name needs no lexicon: a capitalised word (a possessive 's drop
 lower-case form the user never writes, nor a stop word. "Melanie", "Sweden" and "Oliver"
 are names; "Wow" and "Pride" are not once "wow" and "pride" appear in lower case. The
 index is built per user from the memories held, so it follows what that user says. Names
-are matched in Latin script only: Chinese writes no capitals, and its names stay with the
-keyword match (CJK bigrams).
+are Latin-script words, accented ones too, also inside Chinese text ("我姐姐Anna"); Chinese
+names themselves carry no capitals and stay with the keyword match (CJK bigrams).
 """
 
 from __future__ import annotations
@@ -25,8 +25,11 @@ import numpy.typing as npt
 
 from memray.core.lexical import STOP
 
-_CAPITALISED = re.compile(r"\b([A-Z][a-z]+)(?:['’]s)?\b")
-_LOWER = re.compile(r"\b[a-z]+\b")
+# A run of Latin letters (accented ones too), with inner apostrophes: "O'Brien", "José",
+# and "Anna" inside "我姐姐Anna喜欢爵士" (Chinese puts no space around it).
+_LATIN = "A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f"
+_WORD = re.compile(f"[{_LATIN}]+(?:['’][{_LATIN}]+)*")
+_POSSESSIVE = re.compile(r"['’]s$")
 # Capitalised at the start of a question or a sentence, never a name.
 _NEVER = STOP | frozenset((
     "what", "when", "where", "which", "who", "whom", "whose", "why", "how", "does", "did",
@@ -36,10 +39,20 @@ _NEVER = STOP | frozenset((
 Rows = npt.NDArray[np.int64]
 
 
+def _capitalised(text: str) -> list[str]:
+    """Words that start with a capital and are not all capitals ("José", "McDonald"; not
+    "NASA" or "I"), lower-cased, a possessive 's dropped."""
+    out = []
+    for found in _WORD.findall(text):
+        word = _POSSESSIVE.sub("", found)
+        if word[:1].isupper() and any(c.islower() for c in word):
+            out.append(word.lower())
+    return out
+
+
 def asked(query: str) -> frozenset[str]:
     """The words of `query` that could be names (lower-cased), before any index is read."""
-    return frozenset(w for w in (m.lower() for m in _CAPITALISED.findall(query))
-                     if w not in _NEVER)
+    return frozenset(w for w in _capitalised(query) if w not in _NEVER)
 
 
 class Names:
@@ -49,9 +62,9 @@ class Names:
         lower: set[str] = set()
         found: dict[str, set[int]] = {}
         for i, text in enumerate(texts):
-            lower.update(_LOWER.findall(text))
-            for word in _CAPITALISED.findall(text):
-                found.setdefault(word.lower(), set()).add(i)
+            lower.update(w for w in _WORD.findall(text) if w.islower())
+            for word in _capitalised(text):
+                found.setdefault(word, set()).add(i)
         self._rows: dict[str, Rows] = {
             name: np.fromiter(sorted(rows), dtype=np.int64, count=len(rows))
             for name, rows in found.items() if name not in lower and name not in _NEVER}

@@ -37,6 +37,15 @@ def test_a_name_is_a_capitalised_word_the_user_never_writes_in_lower_case() -> N
     assert names.share(frozenset(), 3).tolist() == [0.0, 0.0, 0.0]
 
 
+def test_names_in_any_latin_script_and_inside_chinese_text() -> None:
+    names = Names(["Dinner with José and Zoë at McDonald's", "NASA called; I said OK",
+                   "我姐姐Anna喜欢爵士乐", "O'Brien lent me a book"])
+    assert names.named("Did José, Zoë or O'Brien come? And McDonald?") == {
+        "josé", "zoë", "o'brien", "mcdonald"}
+    assert names.named("Anna喜欢什么音乐？") == {"anna"}
+    assert names.named("What did NASA say? OK?") == frozenset()  # all capitals: no name
+
+
 def test_chinese_has_no_capitals_so_no_names() -> None:
     assert Names(["我朋友小明住在杭州"]).named("小明住在哪里？") == frozenset()
 
