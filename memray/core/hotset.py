@@ -88,7 +88,7 @@ class _Entry:
         lex = self.keyword_scores(query)
         named = self.named(query) if names else np.zeros(len(self.records), np.float32)
         orders = [best_first(sims, limit), best_first(lex, limit, above=0.0)]
-        if named.any():  # rows naming none of the query's names come in by cosine above
+        if named.any():  # the nearest among the rows that name one (others are -inf)
             orders.append(best_first(np.where(named > 0, sims, -np.inf), limit, above=-2.0))
         picked: dict[int, None] = {}
         # Rows without a query word are no keyword candidates (they would come in by row order).
