@@ -162,7 +162,7 @@ class RecallConfig(BaseModel):
                                "it (the one it answers, those answering it, its session's "
                                "previous and next; core/turns.py), so the turn beside the one "
                                "that matches ranks up with it. Needs the hot set.")
-    w_entity: float = Field(0.1, ge=0.0, description="Names across sessions: for a query "
+    w_entity: float = Field(0.2, ge=0.0, description="Names across sessions: for a query "
                             "that names a person, pet or place the user's memories name "
                             "(core/entities.py), the nearest memories that name it join the "
                             "candidates, and this is the weight of the share of the query's "

@@ -9,7 +9,9 @@ up memories that name them.
 
 What counts as a name needs no lexicon: a capitalised word (a possessive 's dropped) whose
 lower-case form the user never writes, nor a stop word. "Melanie", "Sweden" and "Oliver"
-are names; "Wow" and "Pride" are not once "wow" and "pride" appear in lower case. The
+are names; "Wow" and "Pride" are not once "wow" and "pride" appear in lower case. A name
+that addresses someone ("Yeah, Maria.", "Hey Caroline!") is not indexed: in a conversation
+most turns of one speaker address the other, and they are not about them. The
 index is built per user from the memories held, so it follows what that user says. Names
 are Latin-script words, accented ones too, also inside Chinese text ("我姐姐Anna"); Chinese
 names themselves carry no capitals and stay with the keyword match (CJK bigrams).
@@ -30,6 +32,8 @@ from memray.core.lexical import STOP
 _LATIN = "A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f"
 _WORD = re.compile(f"[{_LATIN}]+(?:['’][{_LATIN}]+)*")
 _POSSESSIVE = re.compile(r"['’]s$")
+_GREETING = re.compile(r"\b(?:hey|hi|hello|thanks|thank you|bye|congrats|congratulations|"
+                       r"dear|oh|wow|yeah|yes|yep|sorry|morning|evening|night)$", re.I)
 # Capitalised at the start of a question or a sentence, never a name.
 _NEVER = STOP | frozenset((
     "what", "when", "where", "which", "who", "whom", "whose", "why", "how", "does", "did",
@@ -39,15 +43,28 @@ _NEVER = STOP | frozenset((
 Rows = npt.NDArray[np.int64]
 
 
-def _capitalised(text: str) -> list[str]:
+def _capitalised(text: str, *, addressed: bool = True) -> list[str]:
     """Words that start with a capital and are not all capitals ("José", "McDonald"; not
-    "NASA" or "I"), lower-cased, a possessive 's dropped."""
+    "NASA" or "I"), lower-cased, a possessive 's dropped; without `addressed`, not those
+    that address someone ("Hey Caroline!", "Yeah, Maria.")."""
     out = []
-    for found in _WORD.findall(text):
-        word = _POSSESSIVE.sub("", found)
-        if word[:1].isupper() and any(c.islower() for c in word):
+    for found in _WORD.finditer(text):
+        word = _POSSESSIVE.sub("", found.group())
+        if (word[:1].isupper() and any(c.islower() for c in word)
+                and (addressed or not _addressing(text, found.start(), found.end()))):
             out.append(word.lower())
     return out
+
+
+def _addressing(text: str, start: int, end: int) -> bool:
+    """Whether the name at text[start:end] is the person spoken to, not spoken of: set
+    off by punctuation after it, and before it a greeting, a comma or the start of what
+    is said. A turn is about what it names, not about whom it answers."""
+    if not text[end:end + 1] or text[end] not in ",.!?;":
+        return False
+    before = text[:start].rstrip()
+    return (not before or before[-1] in ",:.!?" or
+            _GREETING.search(before) is not None)
 
 
 def asked(query: str) -> frozenset[str]:
@@ -63,7 +80,7 @@ class Names:
         found: dict[str, set[int]] = {}
         for i, text in enumerate(texts):
             lower.update(w for w in _WORD.findall(text) if w.islower())
-            for word in _capitalised(text):
+            for word in _capitalised(text, addressed=False):
                 found.setdefault(word, set()).add(i)
         self._rows: dict[str, Rows] = {
             name: np.fromiter(sorted(rows), dtype=np.int64, count=len(rows))

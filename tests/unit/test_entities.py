@@ -46,6 +46,18 @@ def test_names_in_any_latin_script_and_inside_chinese_text() -> None:
     assert names.named("What did NASA say? OK?") == frozenset()  # all capitals: no name
 
 
+def test_a_name_that_addresses_someone_is_not_what_the_memory_is_about() -> None:
+    turns = ["John: Yeah, Maria. Taking time off matters.", "John: Hey Maria! Look at this.",
+             "Caroline: Maria, did you see it?", "Melanie: Thanks, Maria!",
+             "John: I visited Maria. Then Tom, Anna and Priya came.",
+             "Maria: I took it at the beach."]
+    names = Names(turns)
+    share = names.share(names.named("When did Maria go to the beach?"), len(turns))
+    # Spoken to in the first four; spoken of in the fifth; the sixth is hers (its label).
+    assert share.tolist() == [0.0, 0.0, 0.0, 0.0, 1.0, 1.0]
+    assert names.named("Did Tom and Anna come?") == {"tom", "anna"}
+
+
 def test_chinese_has_no_capitals_so_no_names() -> None:
     assert Names(["我朋友小明住在杭州"]).named("小明住在哪里？") == frozenset()
 
