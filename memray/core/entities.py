@@ -75,12 +75,16 @@ def asked(query: str) -> frozenset[str]:
 class Names:
     """The rows of one user's memories that name each name."""
 
-    def __init__(self, texts: Sequence[str]) -> None:
+    def __init__(self, texts: Sequence[str], said: Sequence[bool] | None = None) -> None:
+        """`said`: per text, whether it is a conversation turn, said to someone (its
+        names that address someone are left out); None: all are. A stored fact ("Anna,
+        my sister, is allergic to nuts") addresses no one."""
         lower: set[str] = set()
         found: dict[str, set[int]] = {}
         for i, text in enumerate(texts):
             lower.update(w for w in _WORD.findall(text) if w.islower())
-            for word in _capitalised(text, addressed=False):
+            turn = said is None or said[i]
+            for word in _capitalised(text, addressed=not turn):
                 found.setdefault(word, set()).add(i)
         self._rows: dict[str, Rows] = {
             name: np.fromiter(sorted(rows), dtype=np.int64, count=len(rows))

@@ -22,7 +22,7 @@ import numpy as np
 from memray.core.entities import Names, asked
 from memray.core.lexical import BM25
 from memray.core.turns import adjacency
-from memray.models import MemoryRecord, MemoryStatus
+from memray.models import MemoryRecord, MemoryStatus, MemoryType
 from memray.store.base import StoredMemory, Vector, Where
 from memray.store.events import StoreOp
 from memray.store.filters import matches
@@ -116,7 +116,8 @@ class _Entry:
         if not asked(query):  # most queries: no index to build
             return np.zeros(len(self.records), dtype=np.float32)
         if self._names is None:
-            self._names = Names([r.content for r in self.records])
+            self._names = Names([r.content for r in self.records],
+                                [r.type == MemoryType.MESSAGE for r in self.records])
         return self._names.share(self._names.named(query), len(self.records))
 
     def links(self) -> list[tuple[int, ...]]:

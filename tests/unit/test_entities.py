@@ -56,6 +56,9 @@ def test_a_name_that_addresses_someone_is_not_what_the_memory_is_about() -> None
     # Spoken to in the first four; spoken of in the fifth; the sixth is hers (its label).
     assert share.tolist() == [0.0, 0.0, 0.0, 0.0, 1.0, 1.0]
     assert names.named("Did Tom and Anna come?") == {"tom", "anna"}
+    # A stored fact is said to no one: a name before a comma is its subject.
+    facts = Names(["Maria, my sister, is allergic to nuts", "Yeah, Maria."], [False, True])
+    assert facts.share(facts.named("What is Maria allergic to?"), 2).tolist() == [1.0, 0.0]
 
 
 def test_chinese_has_no_capitals_so_no_names() -> None:
@@ -101,3 +104,16 @@ def test_memories_that_name_the_query_names_rank_up_by_w_entity() -> None:
     # A query naming no name: the weight is left out, scores are the similarity's.
     plain = rank(cands, on, now=utcnow(), threshold=-1, cap=2, named={})
     assert [h.score for h in plain] == pytest.approx([0.6, 0.5])
+
+
+def test_the_hot_set_tells_facts_from_turns_when_it_indexes_names() -> None:
+    fact = new_record(user_id="u", content="Maria, my sister, is allergic to nuts",
+                      embedding_model="m", at=utcnow(), type=MemoryType.FACT)
+    said = turn("John: Yeah, Maria. Nuts are everywhere.")
+    stored = [StoredMemory(fact, np.array([1, 0], np.float32)),
+              StoredMemory(said, np.array([0, 1], np.float32))]
+    found = HotSet(dim=2).hybrid("u", 1, np.array([1, 1], np.float32), "What is Maria allergic to?",
+                                 2, Where(), lambda: stored, names=True)
+    assert found is not None
+    assert {r.content: share for r, _, _, _, share in found} == {fact.content: 1.0,
+                                                                 said.content: 0.0}
