@@ -182,7 +182,7 @@ class PostgresEventLog:
             raise StoreError(f"event log schema setup failed: {exc}") from exc
         pool: ConnectionPool[Conn] = ConnectionPool(
             self._dsn, min_size=1, max_size=self._pool_size, open=False,
-            kwargs={"autocommit": True}, check=self._check_if_idle, reset=self._returning,
+            kwargs={"autocommit": True}, check=self._check_if_idle,
             name="memray-events", timeout=_CONNECT_TIMEOUT_S)
         try:
             pool.open(wait=True, timeout=_CONNECT_TIMEOUT_S)
@@ -230,6 +230,8 @@ class PostgresEventLog:
         return self._pool
 
     def _returning(self, conn: Conn) -> None:
+        """Stamps `conn` as it goes back to the pool. Not the pool's `reset` callback:
+        with one, psycopg_pool hands every returned connection to a worker thread."""
         if len(self._returned) > 4 * self._pool_size:  # stamps of connections since closed
             self._returned.clear()  # (a connection without one is checked: safe)
         self._returned[id(conn)] = time.monotonic()
@@ -251,11 +253,15 @@ class PostgresEventLog:
                 yield next(reversed(held.values()))
             else:
                 with self._get_pool().connection() as conn:
-                    yield conn
+                    try:
+                        yield conn
+                    finally:
+                        self._returning(conn)
         except psycopg.Error as exc:
             raise StoreError(f"event log {what} failed: {exc}") from exc
 
     def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[TupleRow]:
+        """A read's rows, run once more on a connection the server dropped."""
         with self._conn("read") as conn:
             try:
                 return conn.execute(sql, args).fetchall()
@@ -265,7 +271,13 @@ class PostgresEventLog:
                 # whose connection it is.
                 if not conn.broken or self._held():
                     raise
+        self._returned.clear()  # its neighbours may be dead too: check each one lent next
         with self._conn("read") as conn:
+            return conn.execute(sql, args).fetchall()
+
+    def _written(self, sql: str, args: Sequence[Any] = ()) -> list[TupleRow]:
+        """A write's RETURNING rows; never run twice (the first may have committed)."""
+        with self._conn("write") as conn:
             return conn.execute(sql, args).fetchall()
 
     def _run(self, sql: str, args: Sequence[Any] = ()) -> None:
@@ -331,7 +343,7 @@ class PostgresEventLog:
                 raise StoreError(f"event log lock failed: {exc}") from exc
             raise
         if not got:
-            pool.putconn(conn)
+            self._give_back(conn)
             return None
         return conn
 
@@ -393,6 +405,7 @@ class PostgresEventLog:
         if pool is None:  # closed while the lock was held
             conn.close()
         else:
+            self._returning(conn)
             pool.putconn(conn)
 
     # -- ChangeLog ---------------------------------------------------------------------
@@ -551,7 +564,7 @@ class PostgresEventLog:
     def enqueue_add(self, job_id: str, user_id: str, idem: str | None, request: str) -> AddJob:
         """Queue a job; with a known (user_id, idem) the first job is returned instead.
         A job id already in use is refused (StoreError)."""
-        rows = self._rows(
+        rows = self._written(
             "INSERT INTO memray_add_jobs (id, user_id, idem, status, request) "
             "VALUES (%s, %s, %s, 'queued', %s) "
             "ON CONFLICT (user_key, idem_key) WHERE idem IS NOT NULL DO NOTHING RETURNING id",
@@ -582,7 +595,7 @@ class PostgresEventLog:
         """The queued (or lease-expired) job with the smallest id, now running for
         `lease_s` seconds (database clock) under this caller alone: SKIP LOCKED lets
         concurrent claimers pass each other's row instead of taking it twice."""
-        rows = self._rows(
+        rows = self._written(
             "UPDATE memray_add_jobs SET status = 'running', "
             "lease_until = now() + make_interval(secs => %s) "
             "WHERE id = (SELECT id FROM memray_add_jobs WHERE status = 'queued' "
