@@ -90,10 +90,10 @@ class Committer:
         Reentrant within a thread."""
         return self._locked(user_id)
 
-    def _held(self) -> dict[str, int]:
-        """The users whose lock this thread holds -> their version (read once on taking
-        the lock; only this thread's commits move it while it is held)."""
-        held: dict[str, int] | None = getattr(self._local, "held", None)
+    def _held(self) -> dict[str, int | None]:
+        """The users whose lock this thread holds -> their version (None until first
+        needed; read once: only this thread's commits move it while the lock is held)."""
+        held: dict[str, int | None] | None = getattr(self._local, "held", None)
         if held is None:
             held = self._local.held = {}
         return held
@@ -101,8 +101,13 @@ class Committer:
     def version(self, user_id: str) -> int:
         """The user's memory version: known without a log read while this thread holds
         the user's lock, else read."""
-        known = self._held().get(user_id)
-        return self._events.version(user_id) if known is None else known
+        held = self._held()
+        if user_id not in held:
+            return self._events.version(user_id)
+        known = held[user_id]
+        if known is None:
+            known = held[user_id] = self._events.version(user_id)
+        return known
 
     @contextmanager
     def _locked(self, user_id: str) -> Iterator[None]:
@@ -111,10 +116,10 @@ class Committer:
             yield
             return
         with self._gate.shared(), self._events.user_lock(user_id):
-            version = held[user_id] = self._events.version(user_id)
+            held[user_id] = None
             try:
                 seen = self._seen
-                if seen is not None and seen.moved(user_id, version):
+                if seen is not None and seen.moved(user_id, self.version(user_id)):
                     self._store.touch(user_id)
                 yield
             finally:
@@ -135,7 +140,7 @@ class Committer:
             if hook is not None:
                 hook.expand(changes)
                 seen = hook.before(changes)
-            before = self._held()[uid]
+            before = self.version(uid)
             ops = changes.store_ops()
             events = changes.logged_events()
             own = self._events.commit(uid, events, ops, purge_ids=list(changes.deletes),

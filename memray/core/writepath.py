@@ -58,7 +58,7 @@ class WritePath:
                          for _, role, text in turns)
             if not (force or urgent or round_complete or len(pending) >= self._every_n):
                 return AddResult(pending_turns=len(pending),
-                                 version=self._events.version(scope.user_id))
+                                 version=self._committer.version(scope.user_id))
             return self._extract(scope, pending)
 
     def _add_session_only(self, scope: Scope, messages: Sequence[Message], *,
@@ -92,7 +92,7 @@ class WritePath:
 
     def _extract(self, scope: Scope, pending: list[tuple[int, str, str, str]]) -> AddResult:
         if not pending:
-            return AddResult(version=self._events.version(scope.user_id))
+            return AddResult(version=self._committer.version(scope.user_id))
         turns = [Turn(tid, role, text) for _, tid, role, text in pending]
         extraction = self._extractor.extract(turns, self._existing(scope.user_id, turns))
         now = utcnow()

@@ -33,7 +33,7 @@ def commit(engine: Engine, plan: UserPlan, vectors: dict[str, Vector], version: 
         return True
     merged_vectors = engine.embedder.embed([m.merged.index_text for m in plan.merges])
     with engine.committer.locked(plan.user_id):
-        if engine.events.version(plan.user_id) != version:
+        if engine.committer.version(plan.user_id) != version:
             counts["users_changed_meanwhile"] += 1
             return False
         engine.committer.commit(_changes(plan, vectors, merged_vectors))

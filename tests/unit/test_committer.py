@@ -17,6 +17,7 @@ from memray.core.records import new_record
 from memray.errors import ModelChangedError, StoreError
 from memray.models import MemoryRecord, utcnow
 from memray.store.base import StoredMemory, Where
+from memray.store.events import StoreOp
 from memray.store.fake import InMemoryStore
 from memray.store.fake_log import InMemoryEventLog
 
@@ -233,6 +234,10 @@ def test_fresh_ids_are_inserted_without_a_lookup_and_a_replay_replaces(parts) ->
     assert store.count("u") == 4 and not log.has_pending("u")
 
 
+def replace_one(uid: str) -> StoreOp:
+    return StoreOp("replace", uid, rows=(StoredMemory(record(uid, "x"), vec(9)),))
+
+
 def test_the_version_is_read_once_per_hold_of_the_users_lock(parts, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     # Each read is a round trip with a shared log; under the lock only this thread's
     # commits move the version, so the one read on taking it is enough.
@@ -250,3 +255,12 @@ def test_the_version_is_read_once_per_hold_of_the_users_lock(parts, monkeypatch)
     assert reads == ["u"]
     assert committer.commit(added("u", "c")) == 3 == real("u")  # a hold of its own
     assert committer.version("u") == 3 and reads == ["u", "u", "u"]  # not held: read
+    with committer.locked("u"):
+        pass
+    assert len(reads) == 3  # read when first needed, not on taking the lock
+    with pytest.raises(RuntimeError), committer.locked("u"):
+        committer.version("u")
+        raise RuntimeError("the write failed")
+    log.commit("u", [], [replace_one("u")])  # another writer, between two holds
+    with committer.locked("u"):  # the failed hold left nothing behind: read again
+        assert committer.version("u") == 4
