@@ -166,7 +166,8 @@ class RecallConfig(BaseModel):
                             "that names a person, pet or place the user's memories name "
                             "(core/entities.py), the nearest memories that name it join the "
                             "candidates, and this is the weight of the share of the query's "
-                            "names a memory names. Needs the hot set. Chosen by "
+                            "names a memory names. Needs the hot set and w_lexical > 0. "
+                            "Chosen by "
                             "cross-validation on LoCoMo (BENCHMARKS.md).")
     neighbour_k: int = Field(10, ge=0, le=256, description="With w_neighbour, the neighbours "
                              "of this many best candidates by similarity join the candidates.")

@@ -31,15 +31,16 @@ from memray.core.lexical import STOP
 # and "Anna" inside "我姐姐Anna喜欢爵士" (Chinese puts no space around it).
 _LATIN = "A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f"
 _WORD = re.compile(f"[{_LATIN}]+(?:['’][{_LATIN}]+)*")
-_POSSESSIVE = re.compile(r"['’]s$")
+_POSSESSIVE = re.compile(r"'s$")
 _GREETING = re.compile(r"\b(?:hey|hi|hello|thanks|thank you|bye|congrats|congratulations|"
-                       r"dear|oh|wow|yeah|yes|yep|sorry|morning|evening|night)$", re.I)
+                       r"dear|oh|wow|yeah|yes|yep|sorry|morning|evening|night),?$", re.I)
 # Capitalised at the start of a question or a sentence, never a name.
 _NEVER = STOP | frozenset((
     "what", "when", "where", "which", "who", "whom", "whose", "why", "how", "does", "did",
     "do", "is", "are", "was", "were", "has", "have", "had", "can", "could", "would",
     "should", "will", "shall", "may", "might", "please", "tell"))
 
+_NOT_NAMES = _NEVER | {"i"}
 Rows = npt.NDArray[np.int64]
 
 
@@ -49,8 +50,9 @@ def _capitalised(text: str, *, addressed: bool = True) -> list[str]:
     that address someone ("Hey Caroline!", "Yeah, Maria.")."""
     out = []
     for found in _WORD.finditer(text):
-        word = _POSSESSIVE.sub("", found.group())
+        word = _POSSESSIVE.sub("", found.group().replace("’", "'"))
         if (word[:1].isupper() and any(c.islower() for c in word)
+                and word.split("'")[0].lower() not in _NOT_NAMES  # I'm, I've, Don't
                 and (addressed or not _addressing(text, found.start(), found.end()))):
             out.append(word.lower())
     return out
@@ -60,16 +62,22 @@ def _addressing(text: str, start: int, end: int) -> bool:
     """Whether the name at text[start:end] is the person spoken to, not spoken of: set
     off by punctuation after it, and before it a greeting, a comma or the start of what
     is said. A turn is about what it names, not about whom it answers."""
-    if not text[end:end + 1] or text[end] not in ",.!?;":
+    after = text[end:end + 1]
+    if not after or after not in ",.!?;":
         return False
     before = text[:start].rstrip()
-    return (not before or before[-1] in ",:.!?" or
-            _GREETING.search(before) is not None)
+    if _GREETING.search(before):  # "Hey Caroline!", "Yeah, Maria, ..."
+        return True
+    if not before or before[-1] in ":.!?":  # first in what is said: "Maria, did you ...?"
+        return after in ",!?"  # not "Dr. Smith."
+    # "That's great, Maria!", not "My sister, Maria, is ..." (nor, wrongly, a list's last
+    # item: "Lisbon, Porto, Faro.")
+    return before[-1] == "," and after in ".!?"
 
 
 def asked(query: str) -> frozenset[str]:
     """The words of `query` that could be names (lower-cased), before any index is read."""
-    return frozenset(w for w in _capitalised(query) if w not in _NEVER)
+    return frozenset(_capitalised(query))
 
 
 class Names:
@@ -88,7 +96,7 @@ class Names:
                 found.setdefault(word, set()).add(i)
         self._rows: dict[str, Rows] = {
             name: np.fromiter(sorted(rows), dtype=np.int64, count=len(rows))
-            for name, rows in found.items() if name not in lower and name not in _NEVER}
+            for name, rows in found.items() if name not in lower}
 
     def __len__(self) -> int:
         return len(self._rows)

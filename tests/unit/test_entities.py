@@ -56,9 +56,22 @@ def test_a_name_that_addresses_someone_is_not_what_the_memory_is_about() -> None
     # Spoken to in the first four; spoken of in the fifth; the sixth is hers (its label).
     assert share.tolist() == [0.0, 0.0, 0.0, 0.0, 1.0, 1.0]
     assert names.named("Did Tom and Anna come?") == {"tom", "anna"}
+    # Spoken of, though set off by commas: an apposition, a list, a title.
+    said = Names(["Sam: My sister, Maria, is allergic to nuts.", "Sam: We saw Lisbon, Porto "
+                  "and Faro.", "Sam: I met Dr. Smith.", "Sam: Wow, Caroline, that is great",
+                  "Sam: That's so nice, Caroline!"])
+    asked = said.named("Maria? Porto? Faro? Smith? Caroline?")
+    assert asked == {"maria", "porto", "faro", "smith"}  # Caroline is only spoken to
+    assert said.share(asked, 5).tolist() == [0.25, 0.5, 0.25, 0.0, 0.0]
     # A stored fact is said to no one: a name before a comma is its subject.
     facts = Names(["Maria, my sister, is allergic to nuts", "Yeah, Maria."], [False, True])
     assert facts.share(facts.named("What is Maria allergic to?"), 2).tolist() == [1.0, 0.0]
+
+
+def test_contractions_of_i_are_no_names_and_apostrophes_of_both_kinds_match() -> None:
+    names = Names(["I'm tired, I've had a day with O'Brien", "I’ll call O’Brien"])
+    assert names.named("I'm asking: what did O’Brien say? I'd like to know") == {"o'brien"}
+    assert names.share(names.named("O'Brien?"), 2).tolist() == [1.0, 1.0]
 
 
 def test_chinese_has_no_capitals_so_no_names() -> None:
