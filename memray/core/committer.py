@@ -112,7 +112,7 @@ class Committer:
     @contextmanager
     def _locked(self, user_id: str) -> Iterator[None]:
         held = self._held()
-        if user_id in held:  # reentrant: the outer hold read the version and checked it
+        if user_id in held:  # reentrant: the outer hold checked whether another wrote
             yield
             return
         with self._gate.shared(), self._events.user_lock(user_id):

@@ -40,7 +40,6 @@ _NEVER = STOP | frozenset((
     "do", "is", "are", "was", "were", "has", "have", "had", "can", "could", "would",
     "should", "will", "shall", "may", "might", "please", "tell"))
 
-_NOT_NAMES = _NEVER | {"i"}
 Rows = npt.NDArray[np.int64]
 
 
@@ -52,7 +51,7 @@ def _capitalised(text: str, *, addressed: bool = True) -> list[str]:
     for found in _WORD.finditer(text):
         word = _POSSESSIVE.sub("", found.group().replace("’", "'"))
         if (word[:1].isupper() and any(c.islower() for c in word)
-                and word.split("'")[0].lower() not in _NOT_NAMES  # I'm, I've, Don't
+                and word.split("'")[0].lower() not in _NEVER  # I'm, I've, What's
                 and (addressed or not _addressing(text, found.start(), found.end()))):
             out.append(word.lower())
     return out
@@ -98,18 +97,17 @@ class Names:
             name: np.fromiter(sorted(rows), dtype=np.int64, count=len(rows))
             for name, rows in found.items() if name not in lower}
 
-    def __len__(self) -> int:
-        return len(self._rows)
-
     def named(self, query: str) -> frozenset[str]:
         """The names of this index that `query` names."""
         return frozenset(w for w in asked(query) if w in self._rows)
 
     def share(self, names: frozenset[str], n: int) -> npt.NDArray[np.float32]:
-        """For each of `n` rows, the share of `names` it names (0..1)."""
+        """For each of `n` rows, the share it names of those of `names` this index knows
+        (0..1; all 0 when it knows none)."""
         out = np.zeros(n, dtype=np.float32)
-        for name in names:
-            out[self._rows[name]] += 1.0
-        if names:
-            out /= len(names)
+        known = [self._rows[name] for name in names if name in self._rows]
+        for rows in known:
+            out[rows] += 1.0
+        if known:
+            out /= len(known)
         return out

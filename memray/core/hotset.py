@@ -113,12 +113,13 @@ class _Entry:
 
     def named(self, query: str) -> np.ndarray:
         """Each row's share of the names `query` names (all 0: it names none)."""
-        if not asked(query):  # most queries: no index to build
+        wanted = asked(query)
+        if not wanted:  # most queries: no index to build
             return np.zeros(len(self.records), dtype=np.float32)
         if self._names is None:
             self._names = Names([r.content for r in self.records],
                                 [r.type == MemoryType.MESSAGE for r in self.records])
-        return self._names.share(self._names.named(query), len(self.records))
+        return self._names.share(wanted, len(self.records))
 
     def links(self) -> list[tuple[int, ...]]:
         """Each row's neighbouring turns (core/turns.py), built on first use."""
