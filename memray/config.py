@@ -152,6 +152,11 @@ class RecallConfig(BaseModel):
     w_when: float = Field(0.0, ge=0.0, description="Bonus, for a question that asks when "
                           "(\"when did ...\", 什么时候), for memories that place something "
                           "in time (\"yesterday\", \"last weekend\", 上周; core/when.py).")
+    w_date: float = Field(0.2, ge=0.0, description="Bonus, for a question that names a "
+                          "date (\"in October 2023\", \"on May 3, 2023\", 2023年5月), for "
+                          "memories about a day in it: said then, or counting to it from "
+                          "their message time (\"last week\", 上周; core/when.py). Chosen "
+                          "by cross-validation on the LoCoMo development split.")
     w_episode: float = Field(0.3, ge=0.0, description="Two-stage recall for conversation "
                              "memory: weight of the best similarity among the candidates of "
                              "a memory's session, so the turns of the episode that matches "

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from memray.config import MemoryConfig
 from memray.core.memory import Memory
+from memray.core.when import named_dates
 from memray.embed.base import Embedder
 from memray.models import content_hash
 
@@ -152,7 +153,8 @@ def run(args: LocomoArgs, *, embedder: Embedder | None = None,
                     hits = m.search(str(qa["question"]), user_id=user, top_k=max(args.ks),
                                     threshold=-1.0)
                     cited = [cites.get(h.memory.content_hash, ()) for h in hits]
-                    for name in (CATEGORIES[qa["category"]], "overall"):
+                    dated = ("names a date",) if named_dates(str(qa["question"])) else ()
+                    for name in (CATEGORIES[qa["category"]], "overall", *dated):
                         per_cat[name].add(cited, evidence, args.ks)
                         per_conv[f"{user}/{name}"].add(cited, evidence, args.ks)
                 progress(f"{user}: {sum(len(v) for v in cites.values())} turns, "

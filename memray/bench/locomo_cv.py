@@ -22,7 +22,7 @@ GRID: dict[str, tuple[Any, ...]] = {
     "recall.w_lexical": (0.2, 0.3, 0.5),
     "recall.session_spread": (0.0, 0.03, 0.08),
 }
-METRICS = ("overall", "multi-hop", "temporal", "single-hop", "open-domain")
+METRICS = ("overall", "multi-hop", "temporal", "single-hop", "open-domain", "names a date")
 K = 10
 
 

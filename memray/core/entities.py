@@ -32,6 +32,7 @@ from memray.core.lexical import STOP
 _LATIN = "A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f"
 _WORD = re.compile(f"[{_LATIN}]+(?:['’][{_LATIN}]+)*")
 _POSSESSIVE = re.compile(r"'s$")
+_LISTED = re.compile(f",\\s*([{_LATIN}'’]+),$")
 _GREETING = re.compile(r"\b(?:hey|hi|hello|thanks|thank you|bye|congrats|congratulations|"
                        r"dear|oh|wow|yeah|yes|yep|sorry|morning|evening|night),?$", re.I)
 # Capitalised at the start of a question or a sentence, never a name.
@@ -69,9 +70,10 @@ def _addressing(text: str, start: int, end: int) -> bool:
         return True
     if not before or before[-1] in ":.!?":  # first in what is said: "Maria, did you ...?"
         return after in ",!?"  # not "Dr. Smith."
-    # "That's great, Maria!", not "My sister, Maria, is ..." (nor, wrongly, a list's last
-    # item: "Lisbon, Porto, Faro.")
-    return before[-1] == "," and after in ".!?"
+    # "That's great, Maria!", not "My sister, Maria, is ..." nor a list's last item
+    # ("Lisbon, Porto, Faro.": the item before it is a name too)
+    listed = _LISTED.search(before)
+    return before[-1] == "," and after in ".!?" and not (listed and listed[1][0].isupper())
 
 
 def asked(query: str) -> frozenset[str]:

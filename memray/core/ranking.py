@@ -123,7 +123,7 @@ def rank(
     candidates: list[tuple[MemoryRecord, float]], cfg: RecallConfig, *, now: datetime,
     threshold: float, cap: int, intent_ids: frozenset[str] = frozenset(),
     keyword: Mapping[str, float] | None = None, when_ids: frozenset[str] | None = None,
-    links: Mapping[str, tuple[str, ...]] | None = None,
+    date_ids: frozenset[str] | None = None, links: Mapping[str, tuple[str, ...]] | None = None,
     named: Mapping[str, float] | None = None,
 ) -> list[SearchHit]:
     """Drop candidates below `threshold` similarity, score the rest, best `cap` first.
@@ -133,7 +133,9 @@ def rank(
     (of a topic the query asks about) pass the threshold and have match = 1.
     `keyword`: BM25 scores (0..1) by memory id, weighted by w_lexical (the threshold still
     applies to the similarity). `when_ids`: for a question that asks when, the memories
-    that place something in time (None: it does not ask), weighted by w_when. `links`:
+    that place something in time (None: it does not ask), weighted by w_when. `date_ids`:
+    for a question that names a date, the memories about a day in it (core/when.py; None:
+    it names none), weighted by w_date. `links`:
     each candidate's neighbouring turns among the candidates (core/turns.py); with
     w_neighbour a turn shares its best neighbour's similarity. `named`: the share of the
     query's names (core/entities.py) each memory names, weighted by w_entity (0 when the
@@ -144,12 +146,14 @@ def rank(
     w_lex = cfg.w_lexical if keyword else 0.0
     w_when = cfg.w_when if when_ids is not None else 0.0
     timed = when_ids or frozenset()
+    w_date = cfg.w_date if date_ids is not None else 0.0
+    dated = date_ids or frozenset()
     episode = episodes(candidates) if cfg.w_episode else {}
     near = nearby(candidates, links or {}) if cfg.w_neighbour else {}
     named = named or {}
     w_entity = cfg.w_entity if named else 0.0
     total = (cfg.w_similarity + cfg.w_importance + cfg.w_recency + cfg.w_intent + w_lex
-             + w_when + cfg.w_episode + cfg.w_neighbour + w_entity)
+             + w_when + w_date + cfg.w_episode + cfg.w_neighbour + w_entity)
     hits = []
     for record, sim in candidates:
         match = record.id in intent_ids
@@ -159,7 +163,7 @@ def rank(
         rec = recency(record, now, cfg.half_life_days)
         score = (cfg.w_similarity * sim + cfg.w_importance * record.importance
                  + cfg.w_recency * rec + cfg.w_intent * match + w_lex * lex
-                 + w_when * (record.id in timed)
+                 + w_when * (record.id in timed) + w_date * (record.id in dated)
                  + cfg.w_episode * episode.get(record.session_id or "", sim)
                  + cfg.w_neighbour * near.get(record.id, sim)
                  + w_entity * named.get(record.id, 0.0)) / total

@@ -116,16 +116,17 @@ class Recall:
         topic_ids = frozenset(r.id for r, _ in candidates
                               if topics and topics & topics_of(r))
         timed = _timed(text, candidates) if recall.w_when else None
+        dated = _dated(text, candidates) if recall.w_date else None
         if plan.floor is not None:  # a plain floor, no exceptions; topic matches rank up
             return rank([c for c in candidates if c[1] >= plan.floor], recall, now=now,
                         threshold=plan.floor, cap=cap, intent_ids=topic_ids, keyword=keyword,
-                        when_ids=timed, links=links, named=named)
+                        when_ids=timed, date_ids=dated, links=links, named=named)
         evidence = Evidence(readable=background(plan.embedder, vector) < recall.background_max,
                             topic_ids=topic_ids, keyword=keyword,
                             query_terms=content_terms(text))
         return rank(decide(candidates, recall, evidence), recall, now=now,
                     threshold=-1.0, cap=cap, intent_ids=topic_ids, keyword=keyword,
-                    when_ids=timed, links=links, named=named)
+                    when_ids=timed, date_ids=dated, links=links, named=named)
 
     def _topic_candidates(self, search: Searcher, vector: Vector, where: Where,
                           topics: frozenset[str],
@@ -187,6 +188,17 @@ def _timed(query: str, candidates: list[tuple[MemoryRecord, float]]) -> frozense
     if not when.asks_when(query):
         return None
     return frozenset(r.id for r, _ in candidates if when.anchored(r.content))
+
+
+def _dated(query: str, candidates: list[tuple[MemoryRecord, float]]) -> frozenset[str] | None:
+    """For a question that names a date ("in October 2023", "on May 3, 2023", "2023年5月"),
+    the candidates about a day in it: said then, or counting to it from when they were
+    said ("last week", "上周"). None: it names no date."""
+    asked = when.named_dates(query)
+    if not asked:
+        return None
+    return frozenset(r.id for r, _ in candidates
+                     if when.meets(asked, when.happened(r.content, r.occurred_at or r.created_at)))
 
 
 def topics_of(record: MemoryRecord) -> frozenset[str]:

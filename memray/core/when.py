@@ -11,6 +11,8 @@ into a date for whoever reads it.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
 
 _WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day|mon|tue|wed|thu|fri|sat|sun"
 _MONTH = (r"january|february|march|april|may|june|july|august|september|october|november|"
@@ -51,3 +53,250 @@ def anchored(text: str) -> bool:
     """Whether `text` places something in time: a relative expression ("yesterday",
     "last weekend", "two weeks ago", "上周", "三天前") or a date ("in 2022", "May 3")."""
     return bool(_EN_ANCHOR.search(text) or _ZH_ANCHOR.search(text))
+
+
+# -- dates: what a question names, what a memory's time expressions resolve to ------------
+
+_MONTHS = {name: i for i, names in enumerate(
+    (("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",),
+     ("june", "jun"), ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"),
+     ("october", "oct"), ("november", "nov"), ("december", "dec")), 1) for name in names}
+_SEASONS = {"spring": (3, 5), "summer": (6, 8), "autumn": (9, 11), "fall": (9, 11),
+            "winter": (12, 14)}  # winter runs into the next year's February
+_YEAR = r"(?:19|20)\d\d"
+_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
+_MON = rf"({_MONTH})\.?"
+_ZH_NUM = "〇零一二两三四五六七八九十"
+
+_DATES_EN = re.compile(
+    rf"\b{_MON} {_DAY},? ({_YEAR})\b|"  # October 13, 2023
+    rf"\b{_DAY} {_MON},? ({_YEAR})\b|"  # 13 October 2023
+    rf"\b({_YEAR})-(\d\d)-(\d\d)\b|"  # 2023-10-13
+    rf"\b{_MON},? ({_YEAR})\b|"  # October 2023
+    rf"\b(spring|summer|autumn|fall|winter),? (?:of )?({_YEAR})\b|"  # summer 2021
+    rf"\b(?:in|during|since|of|by) ({_YEAR})\b|"  # in 2023
+    rf"\b(?:in|during|since|by|on|early|late|mid|mid-|around) (?:the )?(?:{_DAY} )?{_MON}\b"
+    rf"(?![ ,]*\d)",
+    re.IGNORECASE)
+_DATES_ZH = re.compile(
+    rf"({_YEAR})年(?:([\d{_ZH_NUM}]{{1,3}})月(?:([\d{_ZH_NUM}]{{1,3}})[日号])?)?|"
+    rf"([\d{_ZH_NUM}]{{1,3}})月(?:([\d{_ZH_NUM}]{{1,3}})[日号])?")
+
+
+@dataclass(frozen=True)
+class Span:
+    """Days from `lo` to `hi`, both included; with `months` instead (a month named without
+    its year: "in June"), those months of any year."""
+
+    lo: date
+    hi: date
+    months: frozenset[int] = frozenset()
+
+    def meets(self, other: Span) -> bool:
+        if self.months or other.months:
+            if self.months and other.months:
+                return bool(self.months & other.months)
+            months, span = (self.months, other) if self.months else (other.months, self)
+            return bool(months & span.month_set())
+        return self.lo <= other.hi and other.lo <= self.hi
+
+    def month_set(self) -> frozenset[int]:
+        """The calendar months the span touches (all twelve from a year on)."""
+        if (self.hi - self.lo).days >= 365:
+            return frozenset(range(1, 13))
+        out, y, m = set(), self.lo.year, self.lo.month
+        while (y, m) <= (self.hi.year, self.hi.month):
+            out.add(m)
+            y, m = (y + 1, 1) if m == 12 else (y, m + 1)
+        return frozenset(out)
+
+
+def named_dates(text: str, year: int | None = None) -> list[Span]:
+    """The dates `text` names outright: "October 13, 2023", "in 2023", "summer 2021",
+    "2023年5月", "in June" (no year: of `year` where one is known, else of any year). A
+    relative expression ("last week") needs a moment to count from: see `happened`."""
+    out = [span for m in _DATES_EN.finditer(text) if (span := _en_date(m, year))]
+    out += [span for m in _DATES_ZH.finditer(text) if (span := _zh_date(m, year))]
+    return out
+
+
+def happened(text: str, at: datetime | date) -> list[Span]:
+    """The days a memory said at `at` is about: that day, the days its relative
+    expressions count back or forward to ("yesterday", "two weeks ago", "last month",
+    "上周", "三天前"), and the dates it names."""
+    day = at.date() if isinstance(at, datetime) else at
+    out = [Span(day, day)]
+    out += [span for m in _RELATIVE_EN.finditer(text) if (span := _en_relative(m, day))]
+    out += [span for m in _RELATIVE_ZH.finditer(text) if (span := _zh_relative(m, day))]
+    return out + named_dates(text, day.year)
+
+
+def meets(asked: list[Span], said: list[Span]) -> bool:
+    """Whether any day a question asks about is a day a memory is about."""
+    return any(a.meets(s) for a in asked for s in said)
+
+
+def _month_span(year: int, month: int) -> Span:
+    first = date(year, month, 1)
+    return Span(first, date(year + month // 12, month % 12 + 1, 1) - timedelta(days=1))
+
+
+def _day(year: int, month: int, day: int) -> Span | None:
+    try:
+        d = date(year, month, day)
+    except ValueError:
+        return None
+    return Span(d, d)
+
+
+def _en_date(m: re.Match[str], year: int | None) -> Span | None:
+    g = m.groups()
+    if g[0]:  # October 13, 2023
+        return _day(int(g[2]), _MONTHS[g[0].lower()], int(g[1]))
+    if g[3]:  # 13 October 2023
+        return _day(int(g[5]), _MONTHS[g[4].lower()], int(g[3]))
+    if g[6]:
+        return _day(int(g[6]), int(g[7]), int(g[8]))
+    if g[9]:  # October 2023
+        return _month_span(int(g[10]), _MONTHS[g[9].lower()])
+    if g[11]:  # summer 2021
+        return _season_of(int(g[12]), g[11].lower())
+    if g[13]:
+        y = int(g[13])
+        return Span(date(y, 1, 1), date(y, 12, 31))
+    month = _MONTHS[g[15].lower()]  # in June, on 3 May: the year is the speaker's
+    if year is None:
+        return Span(date.min, date.min, frozenset({month}))
+    return _day(year, month, int(g[14])) if g[14] else _month_span(year, month)
+
+
+def _zh_int(text: str) -> int | None:
+    if text.isdigit():
+        return int(text)
+    digits = {c: i for i, c in enumerate("零一二三四五六七八九")} | {"〇": 0, "两": 2}
+    if "十" in text:
+        tens, _, ones = text.partition("十")
+        value = (digits.get(tens, 0) if tens else 1) * 10 + (digits.get(ones, 0) if ones else 0)
+        return value if all(c in digits for c in tens + ones) else None
+    return digits.get(text) if len(text) == 1 else None
+
+
+def _zh_date(m: re.Match[str], year: int | None) -> Span | None:
+    y_text, month_text, day_text, month_only, day_only = m.groups()
+    if y_text and not month_text:
+        return Span(date(int(y_text), 1, 1), date(int(y_text), 12, 31))
+    y = int(y_text) if y_text else year
+    month = _zh_int(month_text or month_only)
+    day_text = day_text or day_only
+    day = _zh_int(day_text) if day_text else None
+    if month is None or not 1 <= month <= 12:
+        return None
+    if y is None:
+        return Span(date.min, date.min, frozenset({month}))
+    return _day(y, month, day) if day else _month_span(y, month)
+
+
+_COUNT = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+          "seven": 7, "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "a few": 3,
+          "several": 3}
+_RELATIVE_EN = re.compile(
+    rf"\b(?:(yesterday|last night)|(the day before yesterday)|(tomorrow)|"
+    rf"({_NUMBER}) (day|week|month|year)s? (ago|back|later|from now)|"
+    rf"(last|next|this past|this coming|this) (week|weekend|month|year|summer|winter|"
+    rf"spring|autumn|fall|{_WEEKDAY}))\b", re.IGNORECASE)
+_RELATIVE_ZH = re.compile(
+    rf"(昨天|昨晚)|(前天)|(明天)|(去年)|(前年)|(明年)|"
+    rf"(上|下)(?:个)?(周末|周|星期|礼拜|月)|"
+    rf"([\d{_ZH_NUM}]+)(天|周|个星期|个月|年)(前|以前|之前|后|以后)")
+_WEEKDAYS = {name: i for i, names in enumerate(
+    (("monday", "mon"), ("tuesday", "tue", "tues"), ("wednesday", "wed"),
+     ("thursday", "thu", "thur", "thurs"), ("friday", "fri"), ("saturday", "sat"),
+     ("sunday", "sun"))) for name in names}
+
+
+def _en_relative(m: re.Match[str], day: date) -> Span | None:
+    back, before, tomorrow, count, unit, way, which, what = m.groups()
+    if back:
+        return _shift(day, -1, "day")
+    if before:
+        return _shift(day, -2, "day")
+    if tomorrow:
+        return _shift(day, 1, "day")
+    if count:
+        n = _COUNT.get(count.lower()) or (int(count) if count.isdigit() else 1)
+        return _shift(day, -n if way.lower() in ("ago", "back") else n, unit.lower())
+    step = 1 if which.lower() in ("next", "this coming") else (
+        0 if which.lower() == "this" else -1)
+    return _named_period(day, step, what.lower())
+
+
+def _named_period(day: date, step: int, what: str) -> Span | None:
+    """last/this/next week, weekend, month, year, season or weekday, counted from `day`."""
+    if what in _WEEKDAYS:
+        target = _WEEKDAYS[what]
+        if step < 0:
+            back = (day.weekday() - target) % 7 or 7
+            return _shift(day, -back, "day")
+        ahead = (target - day.weekday()) % 7 or (7 if step > 0 else 0)
+        return _shift(day, ahead, "day")
+    if what in _SEASONS:
+        return _season(day, step, what)
+    if what == "weekend":
+        saturday = day + timedelta(days=(5 - day.weekday()) % 7)  # this coming (or today)
+        if step < 0:
+            saturday -= timedelta(days=7)
+        elif step > 0 and day.weekday() < 5:
+            saturday += timedelta(days=7)
+        return Span(saturday, saturday + timedelta(days=1))
+    return _shift(day, step, what)
+
+
+def _season_of(year: int, name: str) -> Span:
+    """The season `name` that starts in `year` (winter runs into the next February)."""
+    first, last = _SEASONS[name]
+    end = _month_span(year + (last - 1) // 12, (last - 1) % 12 + 1)
+    return Span(date(year, first, 1), end.hi)
+
+
+def _season(day: date, step: int, name: str) -> Span:
+    """Last (the latest one over before `day`), this (the one holding `day`, else this
+    year's) or next (the first one to start after `day`) summer, winter, ..."""
+    years = [_season_of(y, name) for y in range(day.year - 2, day.year + 2)]
+    if step < 0:
+        return [s for s in years if s.hi < day][-1]
+    if step > 0:
+        return next(s for s in years if s.lo > day)
+    return next((s for s in years if s.lo <= day <= s.hi), _season_of(day.year, name))
+
+
+def _shift(day: date, n: int, unit: str) -> Span:
+    """The day, week, month or year `n` of them from `day`'s."""
+    if unit == "day":
+        d = day + timedelta(days=n)
+        return Span(d, d)
+    if unit == "week":
+        monday = day - timedelta(days=day.weekday()) + timedelta(weeks=n)
+        return Span(monday, monday + timedelta(days=6))
+    if unit == "month":
+        index = day.year * 12 + day.month - 1 + n
+        return _month_span(index // 12, index % 12 + 1)
+    return Span(date(day.year + n, 1, 1), date(day.year + n, 12, 31))
+
+
+def _zh_relative(m: re.Match[str], day: date) -> Span | None:
+    (back, before, tomorrow, last_year, year_before, next_year, way, period,
+     count, unit, direction) = m.groups()
+    if back or before or tomorrow:
+        return _shift(day, -1 if back else (-2 if before else 1), "day")
+    if last_year or year_before or next_year:
+        return _shift(day, -1 if last_year else (-2 if year_before else 1), "year")
+    if way:
+        step = -1 if way == "上" else 1
+        if period == "周末":
+            return _named_period(day, step, "weekend")
+        return _shift(day, step, "month" if period == "月" else "week")
+    n = _zh_int(count)
+    if n is None:
+        return None
+    units = {"天": "day", "周": "week", "个星期": "week", "个月": "month", "年": "year"}
+    return _shift(day, -n if direction in ("前", "以前", "之前") else n, units[unit])

@@ -59,10 +59,10 @@ def test_a_name_that_addresses_someone_is_not_what_the_memory_is_about() -> None
     # Spoken of, though set off by commas: an apposition, a list, a title.
     said = Names(["Sam: My sister, Maria, is allergic to nuts.", "Sam: We saw Lisbon, Porto "
                   "and Faro.", "Sam: I met Dr. Smith.", "Sam: Wow, Caroline, that is great",
-                  "Sam: That's so nice, Caroline!"])
-    asked = said.named("Maria? Porto? Faro? Smith? Caroline?")
-    assert asked == {"maria", "porto", "faro", "smith"}  # Caroline is only spoken to
-    assert said.share(asked, 5).tolist() == [0.25, 0.5, 0.25, 0.0, 0.0]
+                  "Sam: That's so nice, Caroline!", "Sam: Then Braga, Evora, Lagos."])
+    asked = said.named("Maria? Porto? Faro? Smith? Caroline? Lagos?")
+    assert asked == {"maria", "porto", "faro", "smith", "lagos"}  # Caroline: spoken to only
+    assert said.share(asked, 6).tolist() == pytest.approx([0.2, 0.4, 0.2, 0.0, 0.0, 0.2])
     # A stored fact is said to no one: a name before a comma is its subject.
     facts = Names(["Maria, my sister, is allergic to nuts", "Yeah, Maria."], [False, True])
     assert facts.share(facts.named("What is Maria allergic to?"), 2).tolist() == [1.0, 0.0]

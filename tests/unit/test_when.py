@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import date
+
 import pytest
 
 from memray.config import RecallConfig
 from memray.core.ranking import rank
-from memray.core.when import anchored, asks_when
+from memray.core.when import Span, anchored, asks_when, happened, meets, named_dates
 from memray.models import MemoryType, utcnow
 from tests.unit.test_ranking import rec
 
@@ -51,4 +53,83 @@ def test_w_when_lifts_time_anchored_memories_only_for_when_questions() -> None:
     assert asked[0].memory.content == "went on the trip last week"
     plain = rank(cands, cfg, now=utcnow(), threshold=-1, cap=2, when_ids=None)
     assert plain[0].memory.content == "talked about the trip"
+    assert all(-1 <= h.score <= 1 for h in asked)
+
+
+AT = date(2023, 7, 20)  # a Thursday
+
+
+def _days(spans: list[Span]) -> list[tuple[str, str]]:
+    return [(s.lo.isoformat(), s.hi.isoformat()) for s in spans]
+
+
+@pytest.mark.parametrize(("text", "days"), [
+    ("Yesterday I went camping", ("2023-07-19", "2023-07-19")),
+    ("We went camping last week", ("2023-07-10", "2023-07-16")),
+    ("two weeks ago we painted", ("2023-07-03", "2023-07-09")),
+    ("last weekend was fun", ("2023-07-15", "2023-07-16")),
+    ("this past weekend was fun", ("2023-07-15", "2023-07-16")),
+    ("last month I quit", ("2023-06-01", "2023-06-30")),
+    ("we met last summer", ("2022-06-01", "2022-08-31")),
+    ("last Friday I ran", ("2023-07-14", "2023-07-14")),
+    ("I'm going next month", ("2023-08-01", "2023-08-31")),
+    ("a few days later", ("2023-07-23", "2023-07-23")),
+    ("In 2022 I moved", ("2022-01-01", "2022-12-31")),
+    ("I started in June", ("2023-06-01", "2023-06-30")),  # the speaker's year
+    ("昨天我们去了杭州", ("2023-07-19", "2023-07-19")),
+    ("上周末我去爬山了", ("2023-07-15", "2023-07-16")),
+    ("三天前我去了医院", ("2023-07-17", "2023-07-17")),
+    ("两个月前我换了工作", ("2023-05-01", "2023-05-31")),
+    ("去年我们去了日本", ("2022-01-01", "2022-12-31")),
+    ("下个月我去上海", ("2023-08-01", "2023-08-31")),
+])
+def test_a_memory_is_about_the_day_it_was_said_and_the_days_it_counts_to(
+        text: str, days: tuple[str, str]) -> None:
+    spans = happened(text, AT)
+    assert _days(spans[:1]) == [("2023-07-20", "2023-07-20")]
+    assert _days(spans[1:]) == [days]
+
+
+def test_a_memory_that_counts_to_no_day_is_about_the_day_it_was_said() -> None:
+    assert _days(happened("I love pottery and I may go", AT)) == [("2023-07-20", "2023-07-20")]
+
+
+@pytest.mark.parametrize(("query", "days"), [
+    ("What setback did Melanie face in October 2023?", ("2023-10-01", "2023-10-31")),
+    ("What did she show on October 13, 2023?", ("2023-10-13", "2023-10-13")),
+    ("What did Gina find on 1 February, 2023?", ("2023-02-01", "2023-02-01")),
+    ("What state did Joanna visit in summer 2021?", ("2021-06-01", "2021-08-31")),
+    ("What happened in 2022?", ("2022-01-01", "2022-12-31")),
+    ("Was the first half of September 2022 good?", ("2022-09-01", "2022-09-30")),
+    ("2023年5月3日我们做了什么", ("2023-05-03", "2023-05-03")),
+    ("2023年5月她去了哪里", ("2023-05-01", "2023-05-31")),
+])
+def test_the_dates_a_question_names(query: str, days: tuple[str, str]) -> None:
+    assert _days(named_dates(query)) == [days]
+
+
+def test_a_month_without_a_year_is_that_month_of_any_year() -> None:
+    june = named_dates("When did Melanie go camping in June?")
+    assert [s.months for s in june] == [frozenset({6})]
+    assert meets(june, happened("we camped last week", date(2021, 7, 3)))  # June 21-27
+    assert not meets(june, happened("we camped last week", AT))  # July 10-16
+    assert [s.months for s in named_dates("她五月去了哪里")] == [frozenset({5})]
+
+
+@pytest.mark.parametrize("query", [
+    "What may happen next?", "When did she go to the beach?", "Did they march on?",
+    "她三个月前做了什么"])
+def test_questions_that_name_no_date(query: str) -> None:
+    assert named_dates(query) == []
+
+
+def test_w_date_lifts_memories_about_the_named_day_only_when_a_question_names_one() -> None:
+    cfg = RecallConfig(w_date=0.3)
+    cands = [(rec("camping in June was rainy", type=MemoryType.MESSAGE), 0.62),
+             (rec("we went camping last week", type=MemoryType.MESSAGE), 0.55)]
+    asked = rank(cands, cfg, now=utcnow(), threshold=-1, cap=2,
+                 date_ids=frozenset({"we went camping last week"}))
+    assert asked[0].memory.content == "we went camping last week"
+    plain = rank(cands, cfg, now=utcnow(), threshold=-1, cap=2, date_ids=None)
+    assert plain[0].memory.content == "camping in June was rainy"
     assert all(-1 <= h.score <= 1 for h in asked)
