@@ -94,3 +94,31 @@ def test_deleting_a_turn_leaves_no_copy_and_forget_reaches_answers(
                {"role": "assistant", "content": "Done."}], user_id="cy")
         left = {r.id for r in m.get_all(user_id="cy").items}
         assert answer.id not in left and second.id in left
+
+
+def test_a_question_that_names_a_date_finds_what_happened_then(
+        tmp_path: Path, embedder: CachedEmbedder) -> None:
+    # Alike turns that only their message time and what they count from it tell apart:
+    # the June trip told on 12 June ("last weekend": 10-11 June), the July one on 20 July
+    # ("last Saturday": 15 July).
+    june, july = datetime(2023, 6, 12, tzinfo=UTC), datetime(2023, 7, 20, tzinfo=UTC)
+    said = [("We went camping by the lake last weekend", june),
+            ("We went camping by the lake last Saturday", july),
+            ("我们上周末去湖边露营了", june), ("我们上周六去湖边露营了", july)]
+    asked = [("When did we go camping by the lake in June?", 0),
+             ("When did we go camping by the lake in July 2023?", 1),
+             ("Did we camp by the lake on June 10, 2023?", 0),
+             ("2023年6月我们去湖边露营了吗", 2), ("2023年7月我们去湖边露营了吗", 3)]
+    for w_date in (0.2, 0.0):
+        cfg = MemoryConfig.model_validate({"data_dir": str(tmp_path / str(w_date)),
+                                           "recall": {"w_date": w_date}})
+        with Memory(cfg, embedder=embedder) as m:
+            for text, at in said:
+                m.add(text, user_id="cam", infer=False, timestamp=at)
+            tops = [m.search(q, user_id="cam", threshold=-1)[0].memory.content
+                    for q, _ in asked]
+        right = [tops[i] == said[want][0] for i, (_, want) in enumerate(asked)]
+        if w_date:
+            assert all(right), tops
+        else:  # the ablation: without the dates the July trip loses to the June one
+            assert not right[1], tops
