@@ -141,6 +141,10 @@ def _month_span(year: int, month: int) -> Span:
     return Span(first, date(year + month // 12, month % 12 + 1, 1) - timedelta(days=1))
 
 
+def _year_span(year: int) -> Span:
+    return Span(date(year, 1, 1), date(year, 12, 31))
+
+
 def _day(year: int, month: int, day: int) -> Span | None:
     try:
         d = date(year, month, day)
@@ -162,18 +166,20 @@ def _en_date(m: re.Match[str], year: int | None) -> Span | None:
     if g[11]:  # summer 2021
         return _season_of(int(g[12]), g[11].lower())
     if g[13]:
-        y = int(g[13])
-        return Span(date(y, 1, 1), date(y, 12, 31))
+        return _year_span(int(g[13]))
     month = _MONTHS[g[15].lower()]  # in June, on 3 May: the year is the speaker's
     if year is None:
         return Span(date.min, date.min, frozenset({month}))
     return _day(year, month, int(g[14])) if g[14] else _month_span(year, month)
 
 
+_ZH_DIGITS = {c: i for i, c in enumerate("零一二三四五六七八九")} | {"〇": 0, "两": 2}
+
+
 def _zh_int(text: str) -> int | None:
     if text.isdigit():
         return int(text)
-    digits = {c: i for i, c in enumerate("零一二三四五六七八九")} | {"〇": 0, "两": 2}
+    digits = _ZH_DIGITS
     if "十" in text:
         tens, _, ones = text.partition("十")
         value = (digits.get(tens, 0) if tens else 1) * 10 + (digits.get(ones, 0) if ones else 0)
@@ -184,7 +190,7 @@ def _zh_int(text: str) -> int | None:
 def _zh_date(m: re.Match[str], year: int | None) -> Span | None:
     y_text, month_text, day_text, month_only, day_only = m.groups()
     if y_text and not month_text:
-        return Span(date(int(y_text), 1, 1), date(int(y_text), 12, 31))
+        return _year_span(int(y_text))
     y = int(y_text) if y_text else year
     month = _zh_int(month_text or month_only)
     day_text = day_text or day_only
@@ -280,7 +286,7 @@ def _shift(day: date, n: int, unit: str) -> Span:
     if unit == "month":
         index = day.year * 12 + day.month - 1 + n
         return _month_span(index // 12, index % 12 + 1)
-    return Span(date(day.year + n, 1, 1), date(day.year + n, 12, 31))
+    return _year_span(day.year + n)
 
 
 def _zh_relative(m: re.Match[str], day: date) -> Span | None:

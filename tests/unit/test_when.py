@@ -44,15 +44,19 @@ def test_memories_that_do_not(text: str) -> None:
     assert not anchored(text)
 
 
-def test_w_when_lifts_time_anchored_memories_only_for_when_questions() -> None:
-    cfg = RecallConfig(w_when=0.3)
-    cands = [(rec("talked about the trip", type=MemoryType.MESSAGE), 0.62),
-             (rec("went on the trip last week", type=MemoryType.MESSAGE), 0.55)]
-    asked = rank(cands, cfg, now=utcnow(), threshold=-1, cap=2,
-                 when_ids=frozenset({"went on the trip last week"}))
-    assert asked[0].memory.content == "went on the trip last week"
-    plain = rank(cands, cfg, now=utcnow(), threshold=-1, cap=2, when_ids=None)
-    assert plain[0].memory.content == "talked about the trip"
+@pytest.mark.parametrize(("weight", "ids", "plain_top", "lifted"), [
+    ("w_when", "when_ids", "talked about the trip", "went on the trip last week"),
+    ("w_date", "date_ids", "camping in June was rainy", "we went camping last week")])
+def test_a_time_bonus_lifts_its_memories_only_for_the_questions_it_serves(
+        weight: str, ids: str, plain_top: str, lifted: str) -> None:
+    # w_when: a question that asks when; w_date: a question that names a date
+    cfg = RecallConfig(**{weight: 0.3})
+    cands = [(rec(plain_top, type=MemoryType.MESSAGE), 0.62),
+             (rec(lifted, type=MemoryType.MESSAGE), 0.55)]
+    asked = rank(cands, cfg, now=utcnow(), threshold=-1, cap=2, **{ids: frozenset({lifted})})
+    assert asked[0].memory.content == lifted
+    plain = rank(cands, cfg, now=utcnow(), threshold=-1, cap=2, **{ids: None})
+    assert plain[0].memory.content == plain_top
     assert all(-1 <= h.score <= 1 for h in asked)
 
 
@@ -121,15 +125,3 @@ def test_a_month_without_a_year_is_that_month_of_any_year() -> None:
     "她三个月前做了什么"])
 def test_questions_that_name_no_date(query: str) -> None:
     assert named_dates(query) == []
-
-
-def test_w_date_lifts_memories_about_the_named_day_only_when_a_question_names_one() -> None:
-    cfg = RecallConfig(w_date=0.3)
-    cands = [(rec("camping in June was rainy", type=MemoryType.MESSAGE), 0.62),
-             (rec("we went camping last week", type=MemoryType.MESSAGE), 0.55)]
-    asked = rank(cands, cfg, now=utcnow(), threshold=-1, cap=2,
-                 date_ids=frozenset({"we went camping last week"}))
-    assert asked[0].memory.content == "we went camping last week"
-    plain = rank(cands, cfg, now=utcnow(), threshold=-1, cap=2, date_ids=None)
-    assert plain[0].memory.content == "camping in June was rainy"
-    assert all(-1 <= h.score <= 1 for h in asked)
