@@ -92,7 +92,7 @@ def test_the_hot_set_brings_in_the_nearest_memories_that_name_the_query_names() 
         found = HotSet(dim=3).hybrid("u", 1, query, "Did Melanie go camping?", 1,
                                      where or Where(), lambda: stored, names=names)
         assert found is not None
-        return {r.content: share for r, _, _, _, share in found}
+        return {c.record.content: c.named for c in found}
 
     # Without names: the nearest row, and the best keyword match (Melanie's camping turn).
     assert got(False) == {texts[0]: 0.0, texts[4]: 0.0}
@@ -128,5 +128,5 @@ def test_the_hot_set_tells_facts_from_turns_when_it_indexes_names() -> None:
     found = HotSet(dim=2).hybrid("u", 1, np.array([1, 1], np.float32), "What is Maria allergic to?",
                                  2, Where(), lambda: stored, names=True)
     assert found is not None
-    assert {r.content: share for r, _, _, _, share in found} == {fact.content: 1.0,
+    assert {c.record.content: c.named for c in found} == {fact.content: 1.0,
                                                                  said.content: 0.0}
