@@ -174,13 +174,6 @@ class RecallConfig(BaseModel):
                             "names a memory names. Needs the hot set and w_lexical > 0. "
                             "Chosen by "
                             "cross-validation on LoCoMo (BENCHMARKS.md).")
-    w_feedback: float = Field(0.0, ge=0.0, description="Pseudo-relevance feedback: weight "
-                              "of a memory's cosine to the centroid of the query's "
-                              "`feedback_k` nearest memories, whose nearest join the "
-                              "candidates, so what the best matches share finds what the "
-                              "question's words miss. Needs the hot set and w_lexical > 0.")
-    feedback_k: int = Field(5, ge=1, le=64, description="With w_feedback, the nearest "
-                            "memories whose centroid is the feedback query.")
     neighbour_k: int = Field(10, ge=0, le=256, description="With w_neighbour, the neighbours "
                              "of this many best candidates by similarity join the candidates.")
     session_spread: float = Field(0.0, ge=0.0, le=1.0, description="Spread the results "

@@ -37,7 +37,6 @@ class Candidate(NamedTuple):
     keyword: float  # BM25, the best row 1
     linked: tuple[str, ...]  # neighbouring turns among the candidates
     named: float  # share of the query's names the row names
-    feedback: float  # cosine to the centroid of the query's nearest rows (0: not asked)
 
 
 def _unit(vector: Vector) -> Vector:
@@ -81,16 +80,13 @@ class _Entry:
         return raw / top if top > 0 else raw
 
     def hybrid(self, user_id: str, vector: Vector, query: str, limit: int, where: Where,
-               around: int = 0, names: bool = False, feedback: int = 0) -> list[Candidate]:
-        """Candidates: the `limit` best
-        rows by cosine and of the `limit` best by keywords, among rows that satisfy
-        `where`; with `names`, also the `limit` best by cosine among the rows that name a
-        name of the query (core/entities.py), and each row's share of those names; with
-        `around`, also the neighbouring turns (core/turns.py) of the `around` best by
-        cosine; with `feedback`, also the `limit` best by cosine to the centroid of the
-        `feedback` nearest rows (pseudo-relevance feedback: what the best matches have in
-        common finds what the question's words miss). Linked ids: the candidate's
-        neighbours among the candidates (only with `around`)."""
+               around: int = 0, names: bool = False) -> list[Candidate]:
+        """The `limit` best rows by cosine and the `limit` best by keywords, among rows
+        that satisfy `where`; with `names`, also the `limit` best by cosine among the rows
+        that name a name of the query (core/entities.py), and each row's share of those
+        names; with `around`, also the neighbouring turns (core/turns.py) of the `around`
+        best by cosine. Linked ids: the candidate's neighbours among the candidates (only
+        with `around`)."""
         if not self.records:
             return []
         q = np.asarray(vector, dtype=np.float32)
@@ -98,9 +94,6 @@ class _Entry:
         lex = self.keyword_scores(query)
         named = self.named(query) if names else np.zeros(len(self.records), np.float32)
         orders = [best_first(sims, limit), best_first(lex, limit, above=0.0)]
-        fed = self.fed(user_id, sims, where, feedback)
-        if feedback:
-            orders.append(best_first(fed, limit))
         if named.any():  # the nearest among the rows that name one (others are -inf)
             orders.append(best_first(np.where(named > 0, sims, -np.inf), limit, above=-2.0))
         picked: dict[int, None] = {}
@@ -122,23 +115,8 @@ class _Entry:
         return [Candidate(self.records[i], float(sims[i]), float(lex[i]),
                           () if links is None else tuple(self.records[j].id for j in links[i]
                                                          if j in picked),
-                          float(named[i]), float(fed[i]))
+                          float(named[i]))
                 for i in picked]
-
-    def fed(self, user_id: str, sims: np.ndarray, where: Where, k: int) -> np.ndarray:
-        """Each row's cosine to the unit centroid of the `k` nearest rows that satisfy
-        `where` (all 0 when k is 0)."""
-        nearest = []
-        for i in best_first(sims, k) if k else ():
-            if matches(self.records[i], user_id, where):
-                nearest.append(i)
-                if len(nearest) == k:
-                    break
-        if not nearest:
-            return np.zeros(len(self.records), dtype=np.float32)
-        centroid = self.matrix[nearest].mean(axis=0)
-        out: np.ndarray = self.matrix @ (centroid / max(float(np.linalg.norm(centroid)), 1e-12))
-        return out
 
     def named(self, query: str) -> np.ndarray:
         """Each row's share of the names `query` names (all 0: it names none)."""
@@ -258,12 +236,11 @@ class HotSet:
 
     def hybrid(self, user_id: str, version: int, vector: Vector, query: str, limit: int,
                where: Where, load: Callable[[], list[StoredMemory] | None],
-               around: int = 0, names: bool = False,
-               feedback: int = 0) -> list[Candidate] | None:
+               around: int = 0, names: bool = False) -> list[Candidate] | None:
         """Dense and keyword candidates (see `_Entry.hybrid`), or None when not held."""
         entry = self._entry(user_id, version, load)
         return None if entry is None else entry.hybrid(user_id, vector, query, limit, where,
-                                                       around, names, feedback)
+                                                       around, names)
 
     def _entry(self, user_id: str, version: int,
                load: Callable[[], list[StoredMemory] | None]) -> _Entry | None:

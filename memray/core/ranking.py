@@ -124,7 +124,7 @@ def rank(
     threshold: float, cap: int, intent_ids: frozenset[str] = frozenset(),
     keyword: Mapping[str, float] | None = None, when_ids: frozenset[str] | None = None,
     date_ids: frozenset[str] | None = None, links: Mapping[str, tuple[str, ...]] | None = None,
-    named: Mapping[str, float] | None = None, fed: Mapping[str, float] | None = None,
+    named: Mapping[str, float] | None = None,
 ) -> list[SearchHit]:
     """Drop candidates below `threshold` similarity, score the rest, best `cap` first.
 
@@ -139,8 +139,7 @@ def rank(
     each candidate's neighbouring turns among the candidates (core/turns.py); with
     w_neighbour a turn shares its best neighbour's similarity. `named`: the share of the
     query's names (core/entities.py) each memory names, weighted by w_entity (0 when the
-    query names none of the user's names). `fed`: each memory's cosine to the centroid of
-    the query's nearest memories, weighted by w_feedback (0 without it). Ties keep the store's
+    query names none of the user's names). Ties keep the store's
     order. After `decide`, pass threshold=-1: the decision is made.
     """
     keyword = keyword or {}
@@ -153,10 +152,8 @@ def rank(
     near = nearby(candidates, links or {}) if cfg.w_neighbour else {}
     named = named or {}
     w_entity = cfg.w_entity if named else 0.0
-    fed = fed or {}
-    w_fed = cfg.w_feedback if fed else 0.0
     total = (cfg.w_similarity + cfg.w_importance + cfg.w_recency + cfg.w_intent + w_lex
-             + w_when + w_date + cfg.w_episode + cfg.w_neighbour + w_entity + w_fed)
+             + w_when + w_date + cfg.w_episode + cfg.w_neighbour + w_entity)
     hits = []
     for record, sim in candidates:
         match = record.id in intent_ids
@@ -169,8 +166,7 @@ def rank(
                  + w_when * (record.id in timed) + w_date * (record.id in dated)
                  + cfg.w_episode * episode.get(record.session_id or "", sim)
                  + cfg.w_neighbour * near.get(record.id, sim)
-                 + w_entity * named.get(record.id, 0.0)
-                 + w_fed * fed.get(record.id, sim)) / total
+                 + w_entity * named.get(record.id, 0.0)) / total
         hits.append(SearchHit(memory=record, score=round(score, 6), similarity=round(sim, 6)))
     hits.sort(key=lambda h: h.score, reverse=True)
     return spread(hits, cfg.session_spread, cap)

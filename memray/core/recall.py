@@ -96,20 +96,17 @@ class Recall:
         keyword: dict[str, float] = {}
         links: dict[str, tuple[str, ...]] = {}
         named: dict[str, float] = {}
-        fed: dict[str, float] = {}
         hybrid = None
         if recall.w_lexical and plan.hot is not None:  # dense + BM25 over the hot set
             hybrid = plan.hot.hybrid(uid, plan.version, vector, text, limit, where,
                                      _loader(plan.store, events, uid),
                                      around=recall.neighbour_k if recall.w_neighbour else 0,
-                                     names=recall.w_entity > 0,
-                                     feedback=recall.feedback_k if recall.w_feedback else 0)
+                                     names=recall.w_entity > 0)
         if hybrid is not None:
             candidates = [(c.record, c.similarity) for c in hybrid]
             keyword = {c.record.id: c.keyword for c in hybrid}
             links = {c.record.id: c.linked for c in hybrid if c.linked}
             named = {c.record.id: c.named for c in hybrid if c.named}
-            fed = {c.record.id: c.feedback for c in hybrid} if recall.w_feedback else {}
         else:
             candidates = search(vector, limit, where)
         topics = query_topics(text) if recall.intent_k else frozenset()
@@ -123,15 +120,13 @@ class Recall:
         if plan.floor is not None:  # a plain floor, no exceptions; topic matches rank up
             return rank([c for c in candidates if c[1] >= plan.floor], recall, now=now,
                         threshold=plan.floor, cap=cap, intent_ids=topic_ids, keyword=keyword,
-                        when_ids=timed, date_ids=dated, links=links, named=named,
-                        fed=fed)
+                        when_ids=timed, date_ids=dated, links=links, named=named)
         evidence = Evidence(readable=background(plan.embedder, vector) < recall.background_max,
                             topic_ids=topic_ids, keyword=keyword,
                             query_terms=content_terms(text))
         return rank(decide(candidates, recall, evidence), recall, now=now,
                     threshold=-1.0, cap=cap, intent_ids=topic_ids, keyword=keyword,
-                    when_ids=timed, date_ids=dated, links=links, named=named,
-                        fed=fed)
+                    when_ids=timed, date_ids=dated, links=links, named=named)
 
     def _topic_candidates(self, search: Searcher, vector: Vector, where: Where,
                           topics: frozenset[str],

@@ -128,5 +128,4 @@ def test_the_hot_set_tells_facts_from_turns_when_it_indexes_names() -> None:
     found = HotSet(dim=2).hybrid("u", 1, np.array([1, 1], np.float32), "What is Maria allergic to?",
                                  2, Where(), lambda: stored, names=True)
     assert found is not None
-    assert {c.record.content: c.named for c in found} == {fact.content: 1.0,
-                                                                 said.content: 0.0}
+    assert {c.record.content: c.named for c in found} == {fact.content: 1.0, said.content: 0.0}

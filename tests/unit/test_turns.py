@@ -83,7 +83,7 @@ def test_the_hot_set_brings_in_the_neighbours_of_the_best_candidates() -> None:
         found = hot.hybrid("u", 1, query, "zzz", limit, where, lambda: stored, around=around)
         assert found is not None
         ids = {r.id: r.content for r in rows}
-        return {r.content: tuple(ids[j] for j in linked) for r, _, _, linked, _, _ in found}
+        return {r.content: tuple(ids[j] for j in linked) for r, _, _, linked, _ in found}
 
     assert got(0) == {"t2": (), "t9": ()}
     assert got(1) == {"t2": ("t1", "t3"), "t9": (), "t1": ("t2",), "t3": ("t2",)}
