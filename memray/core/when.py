@@ -27,7 +27,8 @@ _EN_ANCHOR = re.compile(
     rf"(?:{_NUMBER}) (?:{_UNIT}) (?:ago|back|before|earlier|later)|"
     rf"the other day|the day before|(?:earlier|later) (?:this|that) (?:{_UNIT})|"
     rf"(?:on|in|since|during|by) (?:the )?(?:{_WEEKDAY}|{_MONTH})|"
-    rf"(?:{_MONTH}) \d{{1,2}}|\d{{1,2}} (?:{_MONTH})|(?:in|since|of) (?:19|20)\d\d)\b",
+    rf"(?:{_MONTH}) \d{{1,2}}|\d{{1,2}} (?:{_MONTH})|\d{{1,2}}(?:st|nd|rd|th)? of (?:{_MONTH})|"
+    rf"(?:in|since|of) (?:19|20)\d\d)\b",
     re.IGNORECASE)
 _ZH_ANCHOR = re.compile(
     r"昨天|昨晚|前天|今天|今早|今晚|刚才|上午|下午|明天|后天|"
@@ -76,7 +77,8 @@ _DATES_EN = re.compile(
     rf"\b(spring|summer|autumn|fall|winter),? (?:of )?({_YEAR})\b|"  # summer 2021
     rf"\b(?:in|during|since|of|by) ({_YEAR})\b|"  # in 2023
     rf"\b(?:in|during|since|by|on|early|late|mid|mid-|around) (?:the )?(?:{_DAY} )?{_MON}\b"
-    rf"(?![ ,]*\d)",
+    rf"(?![ ,]*\d)|"
+    rf"\bthe {_DAY} of {_MON}(?:,? ({_YEAR}))?\b",  # the 5th of May(, 2023)
     re.IGNORECASE)
 _DATES_ZH = re.compile(
     rf"({_YEAR})年(?:([\d{_ZH_NUM}]{{1,3}})月(?:([\d{_ZH_NUM}]{{1,3}})[日号])?)?|"
@@ -167,6 +169,10 @@ def _en_date(m: re.Match[str], year: int | None) -> Span | None:
         return _season_of(int(g[12]), g[11].lower())
     if g[13]:
         return _year_span(int(g[13]))
+    if g[16]:  # the 5th of May, 2023; without the year, the speaker's
+        y = int(g[18]) if g[18] else year
+        month = _MONTHS[g[17].lower()]
+        return _day(y, month, int(g[16])) if y else Span(date.min, date.min, frozenset({month}))
     month = _MONTHS[g[15].lower()]  # in June, on 3 May: the year is the speaker's
     if year is None:
         return Span(date.min, date.min, frozenset({month}))
@@ -212,7 +218,7 @@ _RELATIVE_EN = re.compile(
     rf"spring|autumn|fall|{_WEEKDAY}))\b", re.IGNORECASE)
 _RELATIVE_ZH = re.compile(
     rf"(昨天|昨晚)|(前天)|(明天)|(去年)|(前年)|(明年)|"
-    rf"(上|下)(?:个)?(周末|周|星期|礼拜|月)|"
+    rf"(上|下|这|本)(?:个)?(周末|周|星期|礼拜|月)([一二三四五六日天])?|"
     rf"([\d{_ZH_NUM}]+)(天|周|个星期|个月|年)(前|以前|之前|后|以后)")
 _WEEKDAYS = {name: i for i, names in enumerate(
     (("monday", "mon"), ("tuesday", "tue", "tues"), ("wednesday", "wed"),
@@ -290,17 +296,23 @@ def _shift(day: date, n: int, unit: str) -> Span:
 
 
 def _zh_relative(m: re.Match[str], day: date) -> Span | None:
-    (back, before, tomorrow, last_year, year_before, next_year, way, period,
+    (back, before, tomorrow, last_year, year_before, next_year, way, period, weekday,
      count, unit, direction) = m.groups()
     if back or before or tomorrow:
         return _shift(day, -1 if back else (-2 if before else 1), "day")
     if last_year or year_before or next_year:
         return _shift(day, -1 if last_year else (-2 if year_before else 1), "year")
     if way:
-        step = -1 if way == "上" else 1
+        step = {"上": -1, "下": 1}.get(way, 0)
         if period == "周末":
             return _named_period(day, step, "weekend")
-        return _shift(day, step, "month" if period == "月" else "week")
+        if period == "月":
+            return _shift(day, step, "month")
+        week = _shift(day, step, "week")
+        if weekday:  # 上周六: that day of last week (日 and 天 are Sunday)
+            d = week.lo + timedelta(days=min("一二三四五六日天".index(weekday), 6))
+            return Span(d, d)
+        return week
     n = _zh_int(count)
     if n is None:
         return None

@@ -86,6 +86,11 @@ def _days(spans: list[Span]) -> list[tuple[str, str]]:
     ("两个月前我换了工作", ("2023-05-01", "2023-05-31")),
     ("去年我们去了日本", ("2022-01-01", "2022-12-31")),
     ("下个月我去上海", ("2023-08-01", "2023-08-31")),
+    ("上周六我们去了公园", ("2023-07-15", "2023-07-15")),  # that day, not the whole week
+    ("下星期三我去北京", ("2023-07-26", "2023-07-26")),
+    ("这周日我们去看电影", ("2023-07-23", "2023-07-23")),
+    ("本周我很忙", ("2023-07-17", "2023-07-23")),
+    ("on the 5th of May I ran", ("2023-05-05", "2023-05-05")),  # the speaker's year
 ])
 def test_a_memory_is_about_the_day_it_was_said_and_the_days_it_counts_to(
         text: str, days: tuple[str, str]) -> None:
@@ -107,6 +112,8 @@ def test_a_memory_that_counts_to_no_day_is_about_the_day_it_was_said() -> None:
     ("Was the first half of September 2022 good?", ("2022-09-01", "2022-09-30")),
     ("2023年5月3日我们做了什么", ("2023-05-03", "2023-05-03")),
     ("2023年5月她去了哪里", ("2023-05-01", "2023-05-31")),
+    ("What did she do on the 5th of May, 2023?", ("2023-05-05", "2023-05-05")),
+    ("Where was he on the 21st of March 2022?", ("2022-03-21", "2022-03-21")),
 ])
 def test_the_dates_a_question_names(query: str, days: tuple[str, str]) -> None:
     assert _days(named_dates(query)) == [days]
