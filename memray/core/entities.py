@@ -20,6 +20,7 @@ names themselves carry no capitals and stay with the keyword match (CJK bigrams)
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -76,28 +77,64 @@ def _addressing(text: str, start: int, end: int) -> bool:
     return before[-1] == "," and after in ".!?" and not (listed and listed[1][0].isupper())
 
 
+def _read(text: str, turn: bool) -> tuple[frozenset[str], frozenset[str]]:
+    """The names a text names (a turn's names that address someone left out) and the
+    words it writes in lower case (which are then no names anywhere)."""
+    return frozenset(_capitalised(text, addressed=not turn)), _lower_words(text)
+
+
+def _lower_words(text: str) -> frozenset[str]:
+    return frozenset(w for w in _WORD.findall(text) if w.islower())
+
+
 def asked(query: str) -> frozenset[str]:
     """The words of `query` that could be names (lower-cased), before any index is read."""
     return frozenset(_capitalised(query))
 
 
 class Names:
-    """The rows of one user's memories that name each name."""
+    """The rows of one user's memories that name each name. `patched` (a user's write to a
+    held set) moves the rows over and reads only the new ones."""
 
     def __init__(self, texts: Sequence[str], said: Sequence[bool] | None = None) -> None:
         """`said`: per text, whether it is a conversation turn, said to someone (its
         names that address someone are left out); None: all are. A stored fact ("Anna,
         my sister, is allergic to nuts") addresses no one."""
-        lower: set[str] = set()
-        found: dict[str, set[int]] = {}
-        for i, text in enumerate(texts):
-            lower.update(w for w in _WORD.findall(text) if w.islower())
-            turn = said is None or said[i]
-            for word in _capitalised(text, addressed=not turn):
-                found.setdefault(word, set()).add(i)
-        self._rows: dict[str, Rows] = {
-            name: np.fromiter(sorted(rows), dtype=np.int64, count=len(rows))
-            for name, rows in found.items() if name not in lower}
+        self._n, self._lower = 0, Counter[str]()
+        self._all: dict[str, Rows] = {}
+        self._add([_read(text, said is None or said[i]) for i, text in enumerate(texts)])
+
+    def _add(self, rows: list[tuple[frozenset[str], frozenset[str]]]) -> None:
+        found: dict[str, list[int]] = {}
+        for i, (names, lowers) in enumerate(rows, self._n):
+            self._lower.update(lowers)
+            for word in names:
+                found.setdefault(word, []).append(i)
+        for name, at in found.items():
+            new = np.array(at, dtype=np.int64)
+            old = self._all.get(name)
+            self._all[name] = new if old is None else np.concatenate([old, new])
+        self._n += len(rows)
+        # a capitalised word the user also writes in lower case is no name ("Wow", "Pride")
+        self._rows = {name: at for name, at in self._all.items() if not self._lower[name]}
+
+    def patched(self, keep: Sequence[int], texts: Sequence[str], gone: Sequence[str],
+                said: Sequence[bool]) -> Names:
+        """The index of rows `keep` (by position, in that order) then `texts`; `gone`:
+        the texts of the rows not kept."""
+        kept = np.asarray(keep, dtype=np.int64)
+        moved = np.full(self._n, -1, dtype=np.int64)
+        moved[kept] = np.arange(len(kept))
+        out = Names.__new__(Names)
+        out._n, out._lower = len(kept), self._lower.copy()
+        out._lower.subtract(w for text in gone for w in _lower_words(text))
+        out._all = {}
+        for name, at in self._all.items():
+            alive = moved[at]
+            if (alive >= 0).any():
+                out._all[name] = alive[alive >= 0]
+        out._add([_read(text, turn) for text, turn in zip(texts, said, strict=True)])
+        return out
 
     def named(self, query: str) -> frozenset[str]:
         """The names of this index that `query` names."""

@@ -54,23 +54,53 @@ def tokens(text: str) -> list[str]:
 
 class BM25:
     """Okapi BM25 over a fixed list of documents; `scores` is one pass over the postings of
-    the query's terms."""
+    the query's terms. `patched` (a user's write to a held set) moves the postings over and
+    tokenizes only the new documents: tokenizing is ~90% of a build, ~0.2 s for 10k turns."""
 
     def __init__(self, docs: Sequence[str], *, k1: float = 1.2, b: float = 0.75) -> None:
-        self._n = len(docs)
-        lengths = np.zeros(self._n, dtype=np.float32)
         postings: dict[str, list[tuple[int, int]]] = {}
+        lengths = np.zeros(len(docs), dtype=np.float32)
         for i, doc in enumerate(docs):
             counts = Counter(tokens(doc))
             lengths[i] = sum(counts.values())
             for term, tf in counts.items():
                 postings.setdefault(term, []).append((i, tf))
+        self._setup(_arrays(postings), lengths, k1, b)
+
+    def _setup(self, postings: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]],
+               lengths: npt.NDArray[np.float32], k1: float, b: float) -> None:
+        self._postings, self._lengths, self._k1, self._b = postings, lengths, k1, b
+        self._n = len(lengths)
         avg = float(lengths.mean()) if self._n else 0.0
         self._norm = k1 * (1 - b + b * lengths / max(avg, 1e-9))
-        self._k1 = k1
-        self._postings = {t: (np.array([i for i, _ in p], dtype=np.int64),
-                              np.array([tf for _, tf in p], dtype=np.float32))
-                          for t, p in postings.items()}
+
+    def patched(self, keep: Sequence[int], added: Sequence[str]) -> BM25:
+        """The index of documents `keep` (by position, in that order) then `added`."""
+        kept = np.asarray(keep, dtype=np.int64)
+        moved = np.full(self._n, -1, dtype=np.int64)
+        moved[kept] = np.arange(len(kept))
+        postings = {}
+        for term, (ids, tf) in self._postings.items():
+            at = moved[ids]
+            alive = at >= 0
+            if alive.all():
+                postings[term] = (at, tf)
+            elif alive.any():
+                postings[term] = (at[alive], tf[alive])
+        fresh: dict[str, list[tuple[int, int]]] = {}
+        lengths = np.zeros(len(added), dtype=np.float32)
+        for j, doc in enumerate(added):
+            counts = Counter(tokens(doc))
+            lengths[j] = sum(counts.values())
+            for term, count in counts.items():
+                fresh.setdefault(term, []).append((len(kept) + j, count))
+        for term, (ids, freq) in _arrays(fresh).items():
+            old = postings.get(term)
+            postings[term] = (ids, freq) if old is None else (np.concatenate([old[0], ids]),
+                                                               np.concatenate([old[1], freq]))
+        out = BM25.__new__(BM25)
+        out._setup(postings, np.concatenate([self._lengths[kept], lengths]), self._k1, self._b)
+        return out
 
     def scores(self, query: str) -> npt.NDArray[np.float32]:
         out = np.zeros(self._n, dtype=np.float32)
@@ -82,3 +112,9 @@ class BM25:
             idf = math.log(1 + (self._n - len(ids) + 0.5) / (len(ids) + 0.5))
             out[ids] += idf * tf * (self._k1 + 1) / (tf + self._norm[ids])
         return out
+
+
+def _arrays(postings: dict[str, list[tuple[int, int]]],
+            ) -> dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]:
+    return {t: (np.array([i for i, _ in p], dtype=np.int64),
+                np.array([tf for _, tf in p], dtype=np.float32)) for t, p in postings.items()}

@@ -1,0 +1,97 @@
+"""A write to a held user patches its keyword and name indexes: the same scores as indexes
+built afresh from the rows after the write, and only the new rows are read."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memray.core import entities, lexical
+from memray.core.hotset import HotSet
+from memray.core.records import new_record
+from memray.models import MemoryType, utcnow
+from memray.store.base import StoredMemory, Where
+from memray.store.events import StoreOp
+
+QUERY = "Did Melanie go camping with Pride friends near Lisbon?"
+
+
+def row(text: str, i: int, turn: bool = True) -> StoredMemory:
+    record = new_record(user_id="u", content=text, embedding_model="m", at=utcnow(),
+                        type=MemoryType.MESSAGE if turn else MemoryType.FACT)
+    return StoredMemory(record, np.eye(4, dtype=np.float32)[i % 4])
+
+
+BEFORE = [row("Melanie: we went camping last week", 0),
+          row("Caroline: the Pride parade was great", 1),
+          row("Hey Melanie! how was the lake?", 2),
+          row("my pride in the kids grows", 3),  # 'pride' in lower case: Pride is no name
+          row("Anna, my sister, lives in Lisbon", 4, turn=False)]
+AFTER_ADDED = [row("Melanie: camping again near Lisbon, Anna came", 5),
+               row("Oliver: I'm into pottery now", 6)]
+
+
+def held(rows: list[StoredMemory], version: int) -> HotSet:
+    hot = HotSet(dim=4)
+    assert hot.hybrid("u", version, np.ones(4, np.float32), QUERY, 10, Where(),
+                      lambda: rows, names=True) is not None  # both indexes built
+    return hot
+
+
+def scores(hot: HotSet, version: int) -> tuple[dict[str, float], dict[str, float]]:
+    entry = hot._entries["u"]
+    assert entry.version == version
+    contents = [r.content for r in entry.records]
+    return (dict(zip(contents, entry.keyword_scores(QUERY).tolist(), strict=True)),
+            dict(zip(contents, entry.named(QUERY).tolist(), strict=True)))
+
+
+def test_a_patched_set_scores_as_one_built_after_the_write(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    hot = held(BEFORE, 1)
+    # the write: 'my pride ...' deleted (Pride becomes a name), one replaced, two added
+    replaced = row("Caroline: the Pride parade in Lisbon was great", 1)
+    ops = [StoreOp(kind="delete", user_id="u", ids=(BEFORE[3].record.id,)),
+           StoreOp(kind="replace", user_id="u", ids=(BEFORE[1].record.id,),
+                   rows=(replaced, *AFTER_ADDED))]
+    read: list[str] = []
+    named: list[str] = []
+    tokens, capitalised = lexical.tokens, entities._capitalised
+    monkeypatch.setattr(lexical, "tokens", lambda text: (read.append(text), tokens(text))[1])
+    monkeypatch.setattr(entities, "_capitalised",
+                        lambda text, **kw: (named.append(text), capitalised(text, **kw))[1])
+    hot.applied("u", ops, 1, 2)
+    new = (replaced, *AFTER_ADDED)
+    assert sorted(read) == sorted(r.record.index_text for r in new)  # only the new rows
+    assert sorted(named) == sorted(r.record.content for r in new)
+    monkeypatch.undo()
+    keep = [BEFORE[0], BEFORE[2], BEFORE[4]]
+    fresh = held([*keep, replaced, *AFTER_ADDED], 2)
+    patched_kw, patched_named = scores(hot, 2)
+    fresh_kw, fresh_named = scores(fresh, 2)
+    assert patched_kw == pytest.approx(fresh_kw)
+    assert patched_named == fresh_named
+    assert patched_named["Caroline: the Pride parade in Lisbon was great"] > 0  # Pride now
+    assert patched_named["Hey Melanie! how was the lake?"] == 0  # addresses her
+
+
+def test_type_and_slot_asks_follow_the_write() -> None:
+    hot = HotSet(dim=4)
+    facts = Where(types=(MemoryType.FACT.value,))
+    q = np.ones(4, np.float32)
+
+    def found(version: int, where: Where) -> list[str]:
+        hits = hot.search("u", version, q, 10, where, lambda: BEFORE)
+        assert hits is not None
+        return sorted(r.content for r, _ in hits)
+
+    assert found(1, facts) == ["Anna, my sister, lives in Lisbon"]
+    assert found(1, Where(slots=("city",))) == []
+    fact = row("I live in Porto", 7, turn=False)
+    fact = StoredMemory(fact.record.model_copy(update={"slot": "city"}), fact.vector)
+    hot.applied("u", [StoreOp(kind="delete", user_id="u", ids=(BEFORE[4].record.id,)),
+                      StoreOp(kind="replace", user_id="u", rows=(fact,))], 1, 2)
+    assert found(2, facts) == ["I live in Porto"]  # the asks' rows were patched, not kept
+    assert found(2, Where(slots=("city",))) == ["I live in Porto"]
+    assert found(2, Where(types=(MemoryType.MESSAGE.value,))) == sorted(
+        r.record.content for r in BEFORE[:4])
