@@ -131,9 +131,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _bench_parser(sub: Any) -> None:
-    bench = sub.add_parser("bench", help="benchmarks").add_subparsers(dest="bench",
-                                                                       required=True)
+def _bench_recall_parser(bench: Any) -> None:
     r = bench.add_parser("recall", help="in-process recall latency (lite or a server)")
     r.add_argument("--users", type=int, default=1)
     r.add_argument("--per-user", type=int, default=10_000)
@@ -147,6 +145,17 @@ def _bench_parser(sub: Any) -> None:
                    "first N users (default: all users, each query a different user)")
     r.add_argument("--runtime", choices=["auto", "onnx", "torch"], default="auto",
                    help="embedder.runtime (default auto: ONNX Runtime on CPU)")
+    r.add_argument("--questions", default=None, help="a LoCoMo JSON file whose questions "
+                   "are the queries (names, topics, dates); default: one synthetic question")
+    r.add_argument("--write-every", type=int, default=0, help="a verbatim add to the "
+                   "queried user before every Nth timed query; the searches right after a "
+                   "write are reported apart (search_after_write_ms)")
+
+
+def _bench_parser(sub: Any) -> None:
+    bench = sub.add_parser("bench", help="benchmarks").add_subparsers(dest="bench",
+                                                                       required=True)
+    _bench_recall_parser(bench)
     lo = bench.add_parser("locomo", help="LoCoMo retrieval recall (recall@k, all@k, MRR)")
     lo.add_argument("--data", required=True, help="a LoCoMo JSON file")
     lo.add_argument("--mode", choices=["turns", "observations"], default="turns")
@@ -646,7 +655,8 @@ def bench_recall(args: argparse.Namespace) -> int:
                                  queries=args.queries, milvus_uri=args.milvus_uri,
                                  data_dir=args.data_dir, hot_set=args.hot_set,
                                  postgres_dsn=args.postgres_dsn,
-                                 query_users=args.query_users, runtime=args.runtime),
+                                 query_users=args.query_users, runtime=args.runtime,
+                                 questions=args.questions, write_every=args.write_every),
                  progress=lambda line: print(line, file=sys.stderr))
     print(json.dumps(result, indent=2))
     return 0

@@ -3,15 +3,21 @@ embedder's, on the embedded milvus-lite or a Milvus server.
 
 The corpus is synthetic: unit vectors drawn at random and written straight to the store
 (embedding 200k texts would take longer than the measurement and does not change the
-store's work). Queries are real sentences, embedded by the configured model, uncached.
+store's work). Queries are real sentences, embedded by the configured model, uncached:
+one synthetic question, or a LoCoMo file's questions (`questions`), which name people,
+topics and dates and so take the read path's name, topic and date steps. With
+`write_every`, a verbatim add goes to the queried user before every Nth timed query, and
+the searches right after a write are reported apart: the hot set follows the write.
 """
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,6 +44,8 @@ class RecallBenchArgs:
     postgres_dsn: str | None = None  # the shared log: hot set `auto` is on for a server
     query_users: int | None = None  # queries cycle over the first N users; None: all
     runtime: str = "auto"  # embedder.runtime: auto | onnx | torch
+    questions: str | None = None  # a LoCoMo JSON file: its questions are the queries
+    write_every: int = 0  # a verbatim add before every Nth timed query (0: none)
 
 
 def percentiles(samples_ms: list[float]) -> dict[str, float]:
@@ -128,18 +136,28 @@ def run(args: RecallBenchArgs, progress: Callable[[str], None] = print) -> dict[
     # 20 warm-up queries; with a user pool, at least one per user of the pool, so the
     # timed queries see a warm hot set (when the pool fits in it).
     warm = 20 if args.query_users is None else max(20, pool)
+    questions = _questions(args.questions)
+    after_write_ms: list[float] = []
     with Memory(cfg, embedder=timed_embedder, store=store) as m:
         loads = 0
         for i in range(args.queries + warm):
             if i == warm and m._backend.hot is not None:
                 loads = m._backend.hot.loads
-            q = f"what did the user mention about topic number {i} last week?"
+            q = (questions[i % len(questions)] if questions else
+                 f"what did the user mention about topic number {i} last week?")
+            user = f"user-{i % pool:05d}"
+            wrote = bool(args.write_every) and i >= warm and (i - warm) % args.write_every == 0
+            if wrote:
+                m.add(f"a note written while searching, number {i}", user_id=user,
+                      infer=False)
             n = len(timed_embedder.samples)
             t0 = time.perf_counter()
-            m.search(q, user_id=f"user-{i % pool:05d}")
+            m.search(q, user_id=user)
             if i >= warm:
-                total_ms.append((time.perf_counter() - t0) * 1000)
-                embed_ms.append(sum(timed_embedder.samples[n:]))  # all embeds of this call
+                took = (time.perf_counter() - t0) * 1000
+                (after_write_ms if wrote else total_ms).append(took)
+                if not wrote:
+                    embed_ms.append(sum(timed_embedder.samples[n:]))  # all embeds of this call
         hot = m._backend.hot is not None
         hot_loads = m._backend.hot.loads - loads if m._backend.hot is not None else None
     # The rest of each call is retrieval: the store's search (or the hot set's matrix
@@ -155,4 +173,16 @@ def run(args: RecallBenchArgs, progress: Callable[[str], None] = print) -> dict[
         "search_ms": percentiles(total_ms), "embed_ms": percentiles(embed_ms),
         "retrieval_ms": percentiles(retrieval_ms),
         "retrieval_share": round(sum(retrieval_ms) / sum(total_ms), 3),
+        "questions": args.questions or "synthetic", "write_every": args.write_every,
+        "search_after_write_ms": percentiles(after_write_ms) if after_write_ms else None,
     }
+
+
+def _questions(path: str | None) -> list[str]:
+    if path is None:
+        return []
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    found = [q["question"] for conv in data for q in conv.get("qa", []) if q.get("question")]
+    if not found:
+        raise ValueError(f"{path}: no questions")
+    return found
