@@ -7,7 +7,8 @@ store's work). Queries are real sentences, embedded by the configured model, unc
 one synthetic question, or a LoCoMo file's questions (`questions`), which name people,
 topics and dates and so take the read path's name, topic and date steps. With
 `write_every`, a verbatim add goes to the queried user before every Nth timed query, and
-the searches right after a write are reported apart: the hot set follows the write.
+the searches right after a write (and the adds) are reported apart: the hot set follows
+the write.
 """
 
 from __future__ import annotations
@@ -103,8 +104,9 @@ def run(args: RecallBenchArgs, progress: Callable[[str], None] = print) -> dict[
     """Fill (if the corpus is not there yet), reopen, warm up, then time `Memory.search`
     end to end with the embedder's and the store's share of each call."""
     data_dir = args.data_dir or tempfile.mkdtemp(prefix="memray-bench-")
-    # strong_window_s=0: no writes happen while timing, so this is the steady state of a
-    # long-running process (the first 10 s after an open read Strong, ~400 ms on Milvus 2.3).
+    # strong_window_s=0: the steady state of a long-running process (the first 10 s after
+    # an open read Strong, ~400 ms on Milvus 2.3). On a server, the searches after a
+    # `write_every` write may then not see it yet; lite's hot set follows each write.
     store_cfg: dict[str, Any] = {"milvus_uri": args.milvus_uri, "strong_window_s": 0,
                                  "postgres_dsn": args.postgres_dsn,
                                  "alias": f"bench_{args.users}x{args.per_user}",
@@ -130,36 +132,15 @@ def run(args: RecallBenchArgs, progress: Callable[[str], None] = print) -> dict[
     store.close()
     store = build_store(cfg, load_settings(), model=embedder.model, dim=embedder.dim)
     timed_embedder = _Timed(embedder, "embed")
-    total_ms: list[float] = []
-    embed_ms: list[float] = []
     pool = min(args.query_users or args.users, args.users)
     # 20 warm-up queries; with a user pool, at least one per user of the pool, so the
     # timed queries see a warm hot set (when the pool fits in it).
     warm = 20 if args.query_users is None else max(20, pool)
-    questions = _questions(args.questions)
-    after_write_ms: list[float] = []
     with Memory(cfg, embedder=timed_embedder, store=store) as m:
-        loads = 0
-        for i in range(args.queries + warm):
-            if i == warm and m._backend.hot is not None:
-                loads = m._backend.hot.loads
-            q = (questions[i % len(questions)] if questions else
-                 f"what did the user mention about topic number {i} last week?")
-            user = f"user-{i % pool:05d}"
-            wrote = bool(args.write_every) and i >= warm and (i - warm) % args.write_every == 0
-            if wrote:
-                m.add(f"a note written while searching, number {i}", user_id=user,
-                      infer=False)
-            n = len(timed_embedder.samples)
-            t0 = time.perf_counter()
-            m.search(q, user_id=user)
-            if i >= warm:
-                took = (time.perf_counter() - t0) * 1000
-                (after_write_ms if wrote else total_ms).append(took)
-                if not wrote:
-                    embed_ms.append(sum(timed_embedder.samples[n:]))  # all embeds of this call
-        hot = m._backend.hot is not None
-        hot_loads = m._backend.hot.loads - loads if m._backend.hot is not None else None
+        timed = _timed_searches(m, args, timed_embedder, warm, pool)
+    total_ms, embed_ms = timed["search"], timed["embed"]
+    hot, hot_loads = timed["hot"], timed["loads"]
+    after_write_ms, add_ms = timed["after_write"], timed["add"]
     # The rest of each call is retrieval: the store's search (or the hot set's matrix
     # product), plus ranking.
     retrieval_ms = [t - e for t, e in zip(total_ms, embed_ms, strict=True)]
@@ -175,7 +156,43 @@ def run(args: RecallBenchArgs, progress: Callable[[str], None] = print) -> dict[
         "retrieval_share": round(sum(retrieval_ms) / sum(total_ms), 3),
         "questions": args.questions or "synthetic", "write_every": args.write_every,
         "search_after_write_ms": percentiles(after_write_ms) if after_write_ms else None,
+        "add_ms": percentiles(add_ms) if add_ms else None,
     }
+
+
+def _timed_searches(m: Memory, args: RecallBenchArgs, timed_embedder: _Timed, warm: int,
+                    pool: int) -> dict[str, Any]:
+    """`warm` untimed searches, then `args.queries` timed ones (with an add before every
+    `write_every`th), each search's embedding time apart."""
+    questions = _questions(args.questions)
+    total_ms: list[float] = []
+    embed_ms: list[float] = []
+    after_write_ms: list[float] = []
+    add_ms: list[float] = []
+    loads = 0
+    for i in range(args.queries + warm):
+        if i == warm and m._backend.hot is not None:
+            loads = m._backend.hot.loads
+        q = (questions[i % len(questions)] if questions else
+             f"what did the user mention about topic number {i} last week?")
+        user = f"user-{i % pool:05d}"
+        wrote = bool(args.write_every) and i >= warm and (i - warm) % args.write_every == 0
+        if wrote:
+            t0 = time.perf_counter()
+            m.add(f"a note written while searching, number {i}", user_id=user, infer=False)
+            add_ms.append((time.perf_counter() - t0) * 1000)
+        n = len(timed_embedder.samples)
+        t0 = time.perf_counter()
+        m.search(q, user_id=user)
+        if i >= warm:
+            took = (time.perf_counter() - t0) * 1000
+            (after_write_ms if wrote else total_ms).append(took)
+            if not wrote:
+                embed_ms.append(sum(timed_embedder.samples[n:]))  # all embeds of this call
+    hot = m._backend.hot
+    return {"search": total_ms, "embed": embed_ms, "after_write": after_write_ms,
+            "add": add_ms, "hot": hot is not None,
+            "loads": hot.loads - loads if hot is not None else None}
 
 
 def _questions(path: str | None) -> list[str]:

@@ -122,17 +122,17 @@ class Names:
                 said: Sequence[bool]) -> Names:
         """The index of rows `keep` (by position, in that order) then `texts`; `gone`:
         the texts of the rows not kept."""
-        kept = np.asarray(keep, dtype=np.int64)
-        moved = np.full(self._n, -1, dtype=np.int64)
-        moved[kept] = np.arange(len(kept))
         out = Names.__new__(Names)
-        out._n, out._lower = len(kept), self._lower.copy()
+        out._n, out._lower = len(keep), self._lower.copy()
         out._lower.subtract(w for text in gone for w in _lower_words(text))
-        out._all = {}
-        for name, at in self._all.items():
-            alive = moved[at]
-            if (alive >= 0).any():
-                out._all[name] = alive[alive >= 0]
+        out._all = dict(self._all) if len(keep) == self._n else {}
+        if len(keep) < self._n:  # rows went: renumber the rest
+            moved = np.full(self._n, -1, dtype=np.int64)
+            moved[np.asarray(keep, dtype=np.int64)] = np.arange(len(keep))
+            for name, at in self._all.items():
+                alive = moved[at]
+                if (alive >= 0).any():
+                    out._all[name] = alive[alive >= 0]
         out._add([_read(text, turn) for text, turn in zip(texts, said, strict=True)])
         return out
 

@@ -77,16 +77,8 @@ class BM25:
     def patched(self, keep: Sequence[int], added: Sequence[str]) -> BM25:
         """The index of documents `keep` (by position, in that order) then `added`."""
         kept = np.asarray(keep, dtype=np.int64)
-        moved = np.full(self._n, -1, dtype=np.int64)
-        moved[kept] = np.arange(len(kept))
-        postings = {}
-        for term, (ids, tf) in self._postings.items():
-            at = moved[ids]
-            alive = at >= 0
-            if alive.all():
-                postings[term] = (at, tf)
-            elif alive.any():
-                postings[term] = (at[alive], tf[alive])
+        postings = dict(self._postings) if len(kept) == self._n else _moved(self._postings,
+                                                                            kept, self._n)
         fresh: dict[str, list[tuple[int, int]]] = {}
         lengths = np.zeros(len(added), dtype=np.float32)
         for j, doc in enumerate(added):
@@ -118,3 +110,20 @@ def _arrays(postings: dict[str, list[tuple[int, int]]],
             ) -> dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]:
     return {t: (np.array([i for i, _ in p], dtype=np.int64),
                 np.array([tf for _, tf in p], dtype=np.float32)) for t, p in postings.items()}
+
+
+def _moved(postings: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]],
+           kept: npt.NDArray[np.int64], n: int,
+           ) -> dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]:
+    """The postings of documents `kept` (positions, increasing) renumbered 0.. in order."""
+    moved = np.full(n, -1, dtype=np.int64)
+    moved[kept] = np.arange(len(kept))
+    out = {}
+    for term, (ids, tf) in postings.items():
+        at = moved[ids]
+        alive = at >= 0
+        if alive.all():
+            out[term] = (at, tf)
+        elif alive.any():
+            out[term] = (at[alive], tf[alive])
+    return out

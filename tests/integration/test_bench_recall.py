@@ -16,5 +16,6 @@ def test_searches_after_writes_are_timed_apart_and_the_hot_set_is_not_reloaded(
                                  questions=str(LOCOMO), write_every=3), progress=lambda _: None)
     assert result["hot_set"] is True
     assert result["search_after_write_ms"]["p50"] > 0 and result["search_ms"]["p50"] > 0
+    assert result["add_ms"]["p50"] > 0
     assert result["hot_set_loads"] == 0  # 4 writes, each patched into the held set
     assert result["questions"] == str(LOCOMO) and result["write_every"] == 3

@@ -46,14 +46,22 @@ def scores(hot: HotSet, version: int) -> tuple[dict[str, float], dict[str, float
             dict(zip(contents, entry.named(QUERY).tolist(), strict=True)))
 
 
+REPLACED = row("Caroline: the Pride parade in Lisbon was great", 1)
+
+
+@pytest.mark.parametrize(("ops", "keep", "new"), [
+    # 'my pride ...' deleted (Pride becomes a name), one replaced, two added
+    ([StoreOp(kind="delete", user_id="u", ids=(BEFORE[3].record.id,)),
+      StoreOp(kind="replace", user_id="u", ids=(BEFORE[1].record.id,),
+              rows=(REPLACED, *AFTER_ADDED))],
+     [BEFORE[0], BEFORE[2], BEFORE[4]], (REPLACED, *AFTER_ADDED)),
+    # an add alone (a verbatim add: fresh ids, nothing goes)
+    ([StoreOp(kind="replace", user_id="u", rows=tuple(AFTER_ADDED))], BEFORE, tuple(AFTER_ADDED)),
+])
 def test_a_patched_set_scores_as_one_built_after_the_write(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, ops: list[StoreOp], keep: list[StoredMemory],
+        new: tuple[StoredMemory, ...]) -> None:
     hot = held(BEFORE, 1)
-    # the write: 'my pride ...' deleted (Pride becomes a name), one replaced, two added
-    replaced = row("Caroline: the Pride parade in Lisbon was great", 1)
-    ops = [StoreOp(kind="delete", user_id="u", ids=(BEFORE[3].record.id,)),
-           StoreOp(kind="replace", user_id="u", ids=(BEFORE[1].record.id,),
-                   rows=(replaced, *AFTER_ADDED))]
     read: list[str] = []
     named: list[str] = []
     tokens, capitalised = lexical.tokens, entities._capitalised
@@ -61,18 +69,17 @@ def test_a_patched_set_scores_as_one_built_after_the_write(
     monkeypatch.setattr(entities, "_capitalised",
                         lambda text, **kw: (named.append(text), capitalised(text, **kw))[1])
     hot.applied("u", ops, 1, 2)
-    new = (replaced, *AFTER_ADDED)
     assert sorted(read) == sorted(r.record.index_text for r in new)  # only the new rows
     assert sorted(named) == sorted(r.record.content for r in new)
     monkeypatch.undo()
-    keep = [BEFORE[0], BEFORE[2], BEFORE[4]]
-    fresh = held([*keep, replaced, *AFTER_ADDED], 2)
+    fresh = held([*keep, *new], 2)
     patched_kw, patched_named = scores(hot, 2)
     fresh_kw, fresh_named = scores(fresh, 2)
     assert patched_kw == pytest.approx(fresh_kw)
     assert patched_named == fresh_named
-    assert patched_named["Caroline: the Pride parade in Lisbon was great"] > 0  # Pride now
     assert patched_named["Hey Melanie! how was the lake?"] == 0  # addresses her
+    if REPLACED in new:  # 'my pride' went: Pride is a name now
+        assert patched_named[REPLACED.record.content] > 0
 
 
 def test_type_and_slot_asks_follow_the_write() -> None:
