@@ -149,7 +149,8 @@ def _bench_recall_parser(bench: Any) -> None:
                    "are the queries (names, topics, dates); default: one synthetic question")
     r.add_argument("--write-every", type=int, default=0, help="a verbatim add to the "
                    "queried user before every Nth timed query; the searches right after a "
-                   "write are reported apart (search_after_write_ms)")
+                   "write are reported apart (search_after_write_ms); N >= 2. The adds "
+                   "stay in a reused --data-dir corpus")
 
 
 def _bench_parser(sub: Any) -> None:

@@ -7,7 +7,10 @@ folder `prepare` writes here (the model's weights in fp16, ~45 MB, the texts and
 reference vectors):
 
     .venv/bin/python memray/bench/gpu_embed.py prepare build/gpu-embed        # here, once
-    python memray/bench/gpu_embed.py run build/gpu-embed --out results/        # on the GPU
+    python -P memray/bench/gpu_embed.py run build/gpu-embed --out results/     # on the GPU
+
+(-P, Python 3.11+: the script's folder stays off sys.path, so memray/bench's modules, such
+as serve.py, cannot hide a package of the same name.)
 
 `run` stops timing new batch sizes when `--budget-s` is spent, so the whole run stays
 within a lent machine's few minutes; it writes gpu-embed.json and prints a table.

@@ -103,6 +103,9 @@ class _Timed:  # duck-types Embedder and VectorStore
 def run(args: RecallBenchArgs, progress: Callable[[str], None] = print) -> dict[str, Any]:
     """Fill (if the corpus is not there yet), reopen, warm up, then time `Memory.search`
     end to end with the embedder's and the store's share of each call."""
+    if args.write_every < 0 or args.write_every == 1:
+        raise ValueError("write_every is 0 (no writes) or at least 2: with 1 every timed "
+                         "search follows a write and none is left to compare with")
     data_dir = args.data_dir or tempfile.mkdtemp(prefix="memray-bench-")
     # strong_window_s=0: the steady state of a long-running process (the first 10 s after
     # an open read Strong, ~400 ms on Milvus 2.3). On a server, the searches after a

@@ -126,7 +126,7 @@ class Names:
         out._n, out._lower = len(keep), self._lower.copy()
         out._lower.subtract(w for text in gone for w in _lower_words(text))
         out._all = dict(self._all) if len(keep) == self._n else {}
-        if len(keep) < self._n:  # rows went: renumber the rest
+        if len(keep) < self._n:  # positions are row numbers: those after a gone row move up
             moved = np.full(self._n, -1, dtype=np.int64)
             moved[np.asarray(keep, dtype=np.int64)] = np.arange(len(keep))
             for name, at in self._all.items():

@@ -45,6 +45,13 @@ def _unit(vector: Vector) -> Vector:
     return out
 
 
+def _mask(records: Sequence[MemoryRecord], key: tuple[tuple[str, ...], ...]) -> np.ndarray:
+    """Which of `records` have the types and slots of `key` (types, slots, slot prefixes)."""
+    probe = Where(types=key[0], slots=key[1], slot_prefixes=key[2])
+    return np.fromiter((matches(r, r.user_id, probe) for r in records), dtype=bool,
+                       count=len(records))
+
+
 def best_first(scores: np.ndarray, want: int, *, above: float | None = None) -> Iterator[int]:
     """Row indices by descending score, ties by index (a stable argsort's order), read
     lazily: the best `4 * want` rows are sorted first and more only if the caller reads on
@@ -151,15 +158,13 @@ class _Entry:
         # search ~0.5 s at 10k memories (tokenizing every row again).
         lexical = None if self._lexical is None else self._lexical.patched(
             keep, [r.index_text for r in added])
-        kept = set(keep)
         names = None if self._names is None else self._names.patched(
             keep, [r.content for r in added],
-            [r.content for i, r in enumerate(self.records) if i not in kept],
+            [r.content for r in self.records if r.id in gone],
             [r.type == MemoryType.MESSAGE for r in added])
-        narrowed = {key: np.concatenate([rows[keep], np.fromiter(
-            (matches(r, r.user_id, Where(types=key[0], slots=key[1], slot_prefixes=key[2]))
-             for r in added), dtype=bool, count=len(added))])
-            for key, rows in self._narrowed.items()}
+        # copied first: searches add masks to it without the hot set's lock
+        narrowed = {key: np.concatenate([rows[keep], _mask(added, key)])
+                    for key, rows in dict(self._narrowed).items()}
         return _Entry(version, records, matrix.astype(np.float32, copy=False),
                       _lexical=lexical, _names=names, _narrowed=narrowed)
 
@@ -172,10 +177,7 @@ class _Entry:
         key = (where.types, where.slots, where.slot_prefixes)
         rows = self._narrowed.get(key)
         if rows is None:
-            probe = Where(types=where.types, slots=where.slots, slot_prefixes=where.slot_prefixes)
-            rows = np.fromiter((matches(r, r.user_id, probe) for r in self.records), dtype=bool,
-                               count=len(self.records))
-            self._narrowed[key] = rows
+            rows = self._narrowed[key] = _mask(self.records, key)
         return rows
 
     def search(self, user_id: str, vector: Vector, limit: int, where: Where) -> Hits:

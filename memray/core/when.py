@@ -218,7 +218,9 @@ _RELATIVE_EN = re.compile(
     rf"spring|autumn|fall|{_WEEKDAY}))\b", re.IGNORECASE)
 _RELATIVE_ZH = re.compile(
     rf"(昨天|昨晚)|(前天)|(明天)|(去年)|(前年)|(明年)|"
-    rf"(上|下|这|本)(?:个)?(周末|周|星期|礼拜|月)([一二三四五六日天])?|"
+    # 上周六 is last week's Saturday; 上周一起 ("together"), 上周一直 ("all along"), 上周天气,
+    # 本周日程, 下周三天 are the whole week
+    rf"(上|下|这|本)(?:个)?(周末|周|星期|礼拜|月)(?:([一二三四五六日天])(?![直起次些样定般共切气程子常天]))?|"
     rf"([\d{_ZH_NUM}]+)(天|周|个星期|个月|年)(前|以前|之前|后|以后)")
 _WEEKDAYS = {name: i for i, names in enumerate(
     (("monday", "mon"), ("tuesday", "tue", "tues"), ("wednesday", "wed"),

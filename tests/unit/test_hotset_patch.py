@@ -82,6 +82,22 @@ def test_a_patched_set_scores_as_one_built_after_the_write(
         assert patched_named[REPLACED.record.content] > 0
 
 
+def test_type_and_slot_masks_are_patched_as_built_afresh() -> None:
+    hot = HotSet(dim=4)
+    keys = [Where(types=(MemoryType.FACT.value,)), Where(types=(MemoryType.MESSAGE.value,))]
+    for where in keys:  # both masks built on the held entry
+        assert hot.search("u", 1, np.ones(4, np.float32), 2, where, lambda: BEFORE) is not None
+    fact = row("I live in Porto", 7, turn=False)
+    hot.applied("u", [StoreOp(kind="delete", user_id="u", ids=(BEFORE[1].record.id,)),
+                      StoreOp(kind="replace", user_id="u", rows=(fact, AFTER_ADDED[0]))], 1, 2)
+    entry = hot._entries["u"]
+    assert len(entry._narrowed) == 2  # carried over, not dropped
+    for where in keys:
+        key = (where.types, where.slots, where.slot_prefixes)
+        want = [r.type.value in where.types for r in entry.records]
+        assert entry._narrowed[key].tolist() == want
+
+
 def test_type_and_slot_asks_follow_the_write() -> None:
     hot = HotSet(dim=4)
     facts = Where(types=(MemoryType.FACT.value,))
