@@ -177,6 +177,12 @@ def _bench_parser(sub: Any) -> None:
     lo.add_argument("--grid", default=None, metavar="JSON", help="for --cv, the knobs and "
                     "values to try, e.g. '{\"recall.w_episode\": [0, 0.3]}' (default: "
                     "reply context, keyword weight, session spread)")
+    lo.add_argument("--every", type=int, default=1, metavar="N", help="only every Nth "
+                    "question of each conversation (for slow variants such as --rerank-llm)")
+    lo.add_argument("--rerank-llm", default=None, metavar="MODEL", help="reorder the top "
+                    "--rerank-k turns with a packaged instruct model (memray/bench/rerank.py), "
+                    "e.g. qwen2.5-coder-1.5b-instruct-q4_k_m")
+    lo.add_argument("--rerank-k", type=int, default=20)
     ig = bench.add_parser("ingest", help="backfill --infer false throughput vs the raw "
                           "embedder on the same texts")
     ig.add_argument("--users", type=int, default=200)
@@ -547,8 +553,17 @@ def bench_locomo(args: argparse.Namespace) -> int:
         cv = cross_validate(args.data, mode=args.mode, grid=grid, base=config, progress=say)
         print(json.dumps(cv, indent=2) if args.json else cv_table(cv))
         return 0
+    rerank, totals = None, None
+    if args.rerank_llm:
+        from memray.bench.rerank import llm_reranker
+
+        rerank, totals = llm_reranker(args.rerank_llm, args.rerank_k)
     result = run(LocomoArgs(data=args.data, mode=args.mode, config=config,
-                            times=not args.no_times), progress=say)
+                            times=not args.no_times, every=args.every), rerank=rerank,
+                 progress=say)
+    if totals:
+        result["rerank"] = {"model": args.rerank_llm, "k": args.rerank_k, **totals}
+        say(f"rerank: {json.dumps(result['rerank'])}")
     print(json.dumps(result, indent=2) if args.json else table(result))
     return 0
 

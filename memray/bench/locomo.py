@@ -24,7 +24,7 @@ from memray.config import MemoryConfig
 from memray.core.memory import Memory
 from memray.core.when import named_dates
 from memray.embed.base import Embedder
-from memray.models import content_hash
+from memray.models import SearchHit, content_hash
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 Mode = Literal["turns", "observations"]
@@ -38,6 +38,7 @@ class LocomoArgs:
     config: dict[str, Any] = field(default_factory=dict)  # MemoryConfig overrides
     times: bool = True  # pass each session's date as the messages' timestamp
     conversations: tuple[str, ...] = ()  # only these sample ids (default: all)
+    every: int = 1  # only every Nth question of each conversation
 
 
 @dataclass
@@ -129,9 +130,12 @@ def evidence_ids(qa: dict[str, Any]) -> set[str]:
 
 
 def run(args: LocomoArgs, *, embedder: Embedder | None = None,
+        rerank: Callable[[str, list[SearchHit]], list[SearchHit]] | None = None,
         progress: Callable[[str], None] = print) -> dict[str, Any]:
     """Scores per category, and per "conversation/category" (`per_conversation`, for
-    cross-validation)."""
+    cross-validation). `rerank`: reorders each question's hits (bench/rerank.py)."""
+    if args.every < 1:
+        raise ValueError("every is at least 1")
     conversations = json.loads(Path(args.data).read_text(encoding="utf-8"))
     if args.conversations:
         conversations = [c for c in conversations if c["sample_id"] in args.conversations]
@@ -146,12 +150,15 @@ def run(args: LocomoArgs, *, embedder: Embedder | None = None,
                 cites = _store(m, user, sessions(conv, args.mode), args.times,
                                by_speaker=args.mode == "turns")
                 questions = [q for q in conv["qa"] if q.get("category") in CATEGORIES]
+                questions = questions[::args.every]
                 for qa in questions:
                     evidence = evidence_ids(qa)
                     if not evidence:
                         continue
                     hits = m.search(str(qa["question"]), user_id=user, top_k=max(args.ks),
                                     threshold=-1.0)
+                    if rerank is not None:
+                        hits = rerank(str(qa["question"]), hits)
                     cited = [cites.get(h.memory.content_hash, ()) for h in hits]
                     dated = ("names a date",) if named_dates(str(qa["question"])) else ()
                     for name in (CATEGORIES[qa["category"]], "overall", *dated):
