@@ -43,8 +43,21 @@ def local_ray() -> Iterator[None]:
     import ray
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"RAY_AUTH_MODE": "disabled"}})
+    # Ray gives its raylet a fixed 30 s to register and then raises a bare Exception; on
+    # a busy machine (the packaged LLM loading beside it) that is a slow start, not a
+    # failure, so it is tried again before the module errors.
+    for attempt in range(1, 4):
+        try:
+            ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+                     runtime_env={"env_vars": {"RAY_AUTH_MODE": "disabled"}})
+            break
+        except Exception as exc:
+            ray.shutdown()
+            if "timed out during startup" not in str(exc):
+                raise
+            if attempt == 3:
+                raise RuntimeError("local Ray did not start in 3 tries: its raylet did not "
+                                   "register with the GCS within Ray's 30 s each") from exc
     yield
     ray.shutdown()
 

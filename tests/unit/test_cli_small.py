@@ -65,3 +65,15 @@ def test_bench_serve_passes_the_warmup_and_refuses_a_negative_one(
     assert main(["bench", "serve", *uri, "--warmup", "40"]) == 0
     assert main(["bench", "serve", *uri]) == 0
     assert seen == [40.0, 3.0]
+
+
+@pytest.mark.parametrize(("extra", "said"), [
+    (["--cv", "--rerank-llm", "qwen2.5-coder-1.5b-instruct-q4_k_m"], "--cv takes every"),
+    (["--cv", "--every", "3"], "--cv takes every"),
+    (["--every", "0"], "at least 1"),
+    (["--rerank-k", "0"], "at least 1"),
+])
+def test_locomo_options_that_cannot_work_together_are_refused(
+        extra: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "locomo", "--data", "missing.json", *extra]) == 2
+    assert said in capsys.readouterr().err
