@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from memray.core.lexical import STOP
+from memray.core.lexical import STOP, renumbering
 
 # A run of Latin letters (accented ones too), with inner apostrophes: "O'Brien", "José",
 # and "Anna" inside "我姐姐Anna喜欢爵士" (Chinese puts no space around it).
@@ -127,8 +127,7 @@ class Names:
         out._lower.subtract(w for text in gone for w in _lower_words(text))
         out._all = dict(self._all) if len(keep) == self._n else {}
         if len(keep) < self._n:  # positions are row numbers: those after a gone row move up
-            moved = np.full(self._n, -1, dtype=np.int64)
-            moved[np.asarray(keep, dtype=np.int64)] = np.arange(len(keep))
+            moved = renumbering(keep, self._n)
             for name, at in self._all.items():
                 alive = moved[at]
                 if (alive >= 0).any():

@@ -110,12 +110,19 @@ def _postings_of(docs: Sequence[str], start: int,
             lengths)
 
 
+def renumbering(keep: Sequence[int] | npt.NDArray[np.int64], n: int) -> npt.NDArray[np.int64]:
+    """For each of `n` rows, its position among the rows `keep` (increasing), -1 if gone:
+    an index's row numbers after a write removed rows (BM25 postings, core/entities.py)."""
+    moved = np.full(n, -1, dtype=np.int64)
+    moved[np.asarray(keep, dtype=np.int64)] = np.arange(len(keep))
+    return moved
+
+
 def _moved(postings: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]],
            kept: npt.NDArray[np.int64], n: int,
            ) -> dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]:
     """The postings of documents `kept` (positions, increasing) renumbered 0.. in order."""
-    moved = np.full(n, -1, dtype=np.int64)
-    moved[kept] = np.arange(len(kept))
+    moved = renumbering(kept, n)
     out = {}
     for term, (ids, tf) in postings.items():
         at = moved[ids]

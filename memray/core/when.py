@@ -169,14 +169,13 @@ def _en_date(m: re.Match[str], year: int | None) -> Span | None:
         return _season_of(int(g[12]), g[11].lower())
     if g[13]:
         return _year_span(int(g[13]))
-    if g[16]:  # the 5th of May, 2023; without the year, the speaker's
-        y = int(g[18]) if g[18] else year
-        month = _MONTHS[g[17].lower()]
-        return _day(y, month, int(g[16])) if y else Span(date.min, date.min, frozenset({month}))
-    month = _MONTHS[g[15].lower()]  # in June, on 3 May: the year is the speaker's
-    if year is None:
+    # in June, on 3 May, the 5th of May(, 2023): without a year, the speaker's
+    day, name, named_year = (g[16], g[17], g[18]) if g[16] else (g[14], g[15], None)
+    month = _MONTHS[name.lower()]
+    y = int(named_year) if named_year else year
+    if y is None:
         return Span(date.min, date.min, frozenset({month}))
-    return _day(year, month, int(g[14])) if g[14] else _month_span(year, month)
+    return _day(y, month, int(day)) if day else _month_span(y, month)
 
 
 _ZH_DIGITS = {c: i for i, c in enumerate("零一二三四五六七八九")} | {"〇": 0, "两": 2}
