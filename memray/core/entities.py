@@ -125,6 +125,7 @@ class Names:
         out = Names.__new__(Names)
         out._n, out._lower = len(keep), self._lower.copy()
         out._lower.subtract(w for text in gone for w in _lower_words(text))
+        out._lower = +out._lower  # drops the words no row has left (it would only grow)
         out._all = dict(self._all) if len(keep) == self._n else {}
         if len(keep) < self._n:  # positions are row numbers: those after a gone row move up
             moved = renumbering(keep, self._n)

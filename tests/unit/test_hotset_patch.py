@@ -77,6 +77,9 @@ def test_a_patched_set_scores_as_one_built_after_the_write(
     fresh_kw, fresh_named = scores(fresh, 2)
     assert patched_kw == pytest.approx(fresh_kw)
     assert patched_named == fresh_named
+    patched_names, fresh_names = hot._entries["u"]._names, fresh._entries["u"]._names
+    assert patched_names is not None and fresh_names is not None
+    assert dict(patched_names._lower) == dict(fresh_names._lower)  # no zeros of gone words
     assert patched_named["Hey Melanie! how was the lake?"] == 0  # addresses her
     if REPLACED in new:  # 'my pride' went: Pride is a name now
         assert patched_named[REPLACED.record.content] > 0
