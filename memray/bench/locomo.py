@@ -5,7 +5,8 @@ Each conversation is one user. `turns` stores every turn with `add(infer=False)`
 adversarial, excluded) is searched with `top_k=max(k)` and no threshold; a hit counts when
 its `dia_id` is one of the question's evidence turns. Metrics per category and overall:
 recall@k (share of evidence turns found, averaged over questions), all@k (every evidence
-turn found), MRR (1 / rank of the first evidence hit).
+turn found), MRR (1 / rank of the first evidence hit). A conversation with `asked_at` (a
+LoCoMo date) has its questions asked then ("last week" counts from it); else now.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from memray.config import MemoryConfig
 from memray.core.memory import Memory
 from memray.core.when import named_dates
 from memray.embed.base import Embedder
-from memray.models import SearchHit, content_hash
+from memray.models import SearchHit, content_hash, utcnow
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 Mode = Literal["turns", "observations"]
@@ -117,6 +118,15 @@ def session_time(value: str) -> datetime | None:
     return None
 
 
+def _asked_at(conv: dict[str, Any]) -> datetime | None:
+    if "asked_at" not in conv:
+        return None
+    at = session_time(str(conv["asked_at"]))
+    if at is None:
+        raise ValueError(f"{conv['sample_id']}: asked_at {conv['asked_at']!r} is no date")
+    return at
+
+
 def _ids(value: str | list[str]) -> tuple[str, ...]:
     """Dia ids from 'D1:3', 'D1:3; D1:4' or a list of those."""
     items = [value] if isinstance(value, str) else value
@@ -144,9 +154,11 @@ def run(args: LocomoArgs, *, embedder: Embedder | None = None,
     with tempfile.TemporaryDirectory(prefix="memray-locomo-") as tmp:
         cfg = MemoryConfig.model_validate({"data_dir": tmp, "max_messages": 5000,
                                            **args.config})
-        with Memory(cfg, embedder=embedder) as m:
+        asked: list[datetime | None] = [None]  # when this conversation's questions are asked
+        with Memory(cfg, embedder=embedder, clock=lambda: asked[0] or utcnow()) as m:
             for conv in conversations:
                 user = conv["sample_id"]
+                asked[0] = _asked_at(conv)
                 cites = _store(m, user, sessions(conv, args.mode), args.times,
                                by_speaker=args.mode == "turns")
                 questions = [q for q in conv["qa"] if q.get("category") in CATEGORIES]

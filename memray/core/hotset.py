@@ -23,6 +23,7 @@ import numpy as np
 from memray.core.entities import Names, asked
 from memray.core.lexical import BM25
 from memray.core.turns import adjacency
+from memray.core.when import Span
 from memray.models import MemoryRecord, MemoryStatus, MemoryType
 from memray.store.base import StoredMemory, Vector, Where
 from memray.store.events import StoreOp
@@ -52,6 +53,13 @@ def _mask(records: Sequence[MemoryRecord], key: tuple[tuple[str, ...], ...]) -> 
                        count=len(records))
 
 
+def _days(records: Sequence[MemoryRecord]) -> np.ndarray:
+    """Each record's `valid_since` day: its ordinal and its month, one row each."""
+    days = [r.valid_since.date() for r in records]
+    return np.array([[d.toordinal() for d in days], [d.month for d in days]],
+                    dtype=np.int64).reshape(2, len(days))
+
+
 def best_first(scores: np.ndarray, want: int, *, above: float | None = None) -> Iterator[int]:
     """Row indices by descending score, ties by index (a stable argsort's order), read
     lazily: the best `4 * want` rows are sorted first and more only if the caller reads on
@@ -79,6 +87,7 @@ class _Entry:
     _names: Names | None = None  # built on the first search by names
     # rows of each type/slot narrowing asked (by _topic_candidates), built on first use
     _narrowed: dict[tuple[tuple[str, ...], ...], np.ndarray] = field(default_factory=dict)
+    _days: np.ndarray | None = None  # each row's valid_since day (see _days), on first use
 
     def keyword_scores(self, query: str) -> np.ndarray:
         """BM25 of every row for `query`, scaled so the best row is 1 (all 0: no match)."""
@@ -165,8 +174,34 @@ class _Entry:
         # copied first: searches add masks to it without the hot set's lock
         narrowed = {key: np.concatenate([rows[keep], _mask(added, key)])
                     for key, rows in dict(self._narrowed).items()}
+        days = None if self._days is None else np.concatenate(
+            [self._days[:, keep], _days(added)], axis=1)
         return _Entry(version, records, matrix.astype(np.float32, copy=False),
-                      _lexical=lexical, _names=names, _narrowed=narrowed)
+                      _lexical=lexical, _names=names, _narrowed=narrowed, _days=days)
+
+    def said_in(self, user_id: str, vector: Vector, spans: Sequence[Span], limit: int,
+                where: Where) -> Hits:
+        """The `limit` nearest rows that satisfy `where` among those said on a day of
+        `spans` (by `valid_since`: the message's time where it has one)."""
+        if not self.records:
+            return []
+        if self._days is None:
+            self._days = _days(self.records)
+        (days, months), inside = self._days, np.zeros(len(self.records), dtype=bool)
+        for span in spans:
+            if span.months:  # a month of any year ("in June")
+                inside |= np.isin(months, list(span.months))
+            else:
+                inside |= (days >= span.lo.toordinal()) & (days <= span.hi.toordinal())
+        q = np.asarray(vector, dtype=np.float32)
+        sims = self.matrix @ (q / max(float(np.linalg.norm(q)), 1e-12))
+        out: Hits = []
+        for i in best_first(np.where(inside, sims, -np.inf), limit, above=-2.0):
+            if matches(self.records[i], user_id, where):
+                out.append((self.records[i], float(sims[i])))
+                if len(out) == limit:
+                    break
+        return out
 
     def narrowed(self, where: Where) -> np.ndarray | None:
         """The rows whose type and slot satisfy `where` (None: it asks for neither). Without
@@ -278,6 +313,13 @@ class HotSet:
         entry = self._entry(user_id, version, load)
         return None if entry is None else entry.hybrid(user_id, vector, query, limit, where,
                                                        around, names)
+
+    def said_in(self, user_id: str, version: int, vector: Vector, spans: Sequence[Span],
+                limit: int, where: Where) -> Hits | None:
+        """See `_Entry.said_in`; None when no set is held at `version` (never loads one:
+        it follows a hybrid search that did)."""
+        entry = self._get(user_id, version)
+        return None if entry is None else entry.said_in(user_id, vector, spans, limit, where)
 
     def _entry(self, user_id: str, version: int,
                load: Callable[[], list[StoredMemory] | None]) -> _Entry | None:

@@ -56,14 +56,17 @@ class Memory:
     """
 
     def __init__(self, config: MemoryConfig | None = None, *, embedder: Embedder | None = None,
-                 store: VectorStore | None = None, events: EventLog | None = None) -> None:
+                 store: VectorStore | None = None, events: EventLog | None = None,
+                 clock: Callable[[], datetime] | None = None) -> None:
+        """`clock`: when a search is asked (what "last week" in a question counts from,
+        what has expired, recency); default the system's. Writes keep the system's."""
         config = config or MemoryConfig()
         self._settings = load_settings()
         self.enabled = self._settings.enabled if config.enabled is None else config.enabled
         self._backend = Backend(config, self._settings, embedder=embedder, store=store,
                                 events=events)
         self._edits = Edits(self._backend)
-        self._recall = Recall(self._backend)
+        self._recall = Recall(self._backend, clock or utcnow)
 
     @classmethod
     def from_config(cls, source: MemoryConfig | dict[str, Any] | str | Path) -> Memory:

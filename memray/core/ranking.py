@@ -10,7 +10,9 @@ relevant on any of three kinds of evidence:
   to unrelated sentences as to anything (`background`): then similarity is no evidence.
 - topic: the memory is about a topic the query asks about (core/intent.py: "what should
   I cook?" and "I am vegetarian"), and its similarity is at least
-  `recall.intent_min_similarity` (when the model reads the query).
+  `recall.intent_min_similarity` (when the model reads the query). So is a memory about
+  a day the question asks about ("what did I do last week?": what was said then, or
+  counts to then; core/when.py), when `recall.window_k` is on.
 - keywords: its BM25 score (0..1, the user's best match 1) reaches `recall.keyword_min`
   and it shares a content word with the query (not a one-letter token or a filler verb).
 
@@ -90,6 +92,7 @@ class Evidence:
     topic_ids: frozenset[str] = frozenset()  # memories of a topic the query asks about
     keyword: Mapping[str, float] = field(default_factory=dict)  # BM25 0..1 by memory id
     query_terms: frozenset[str] = frozenset()  # content_terms of the query
+    dated_ids: frozenset[str] = frozenset()  # memories about a day the query asks about
 
 
 def decide(candidates: list[tuple[MemoryRecord, float]], cfg: RecallConfig,
@@ -98,7 +101,8 @@ def decide(candidates: list[tuple[MemoryRecord, float]], cfg: RecallConfig,
     kept: list[tuple[MemoryRecord, float, bool]] = []  # (record, similarity, by keyword)
     for record, sim in candidates:
         dense = evidence.readable and sim >= cfg.threshold
-        topic = record.id in evidence.topic_ids and (
+        # a memory of a topic, or about a day, the query asks about
+        topic = (record.id in evidence.topic_ids or record.id in evidence.dated_ids) and (
             not evidence.readable or sim >= cfg.intent_min_similarity)
         words = (evidence.keyword.get(record.id, 0.0) >= cfg.keyword_min
                  and bool(evidence.query_terms & content_terms(record.content)))

@@ -49,12 +49,14 @@ class SearchPlan:
     store: VectorStore
     hot: HotSet | None
     version: int
+    now: datetime  # when it is asked: `as_of`, else the clock
     as_of: datetime | None = None
 
 
 class Recall:
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, clock: Callable[[], datetime] = utcnow) -> None:
         self._backend = backend
+        self._clock = clock  # when a question is asked: "last week" counts from it
 
     def plan(self, query: str, *, user_id: str, top_k: int | None = None,
              filters: dict[str, Any] | None = None, threshold: float | None = None,
@@ -71,8 +73,9 @@ class Recall:
                                     "top_k", 1024)
         floor = None if threshold is None else validate.similarity(threshold, "threshold")
         when = None if as_of is None else validate.moment(as_of, "as_of")
+        now = when or self._clock()
         where = Where(statuses=ACTIVE if when is None else ONCE_TRUE,
-                      alive_at_ms=to_ms(when or utcnow()), **search_filters.parse(filters))
+                      alive_at_ms=to_ms(now), **search_filters.parse(filters))
         if not enabled:
             return None
         self._backend.live  # noqa: B018 - opens on first use
@@ -80,7 +83,7 @@ class Recall:
         embedder, store, hot = self._backend.live
         version = self.current(uid, min_version, store)
         return SearchPlan(uid, text, cap, floor, where, embedder, store,
-                          hot if when is None else None, version, when)
+                          hot if when is None else None, version, now, when)
 
     def found(self, plan: SearchPlan, vector: Vector) -> list[SearchHit]:
         """The rest of a search once `plan.text` is embedded: candidates, the relevance
@@ -91,7 +94,7 @@ class Recall:
         search = _searcher(plan.store, events, uid, plan.hot, plan.version)
         if plan.as_of is not None:
             search = _valid_at(search, plan.as_of)
-        now = plan.as_of or utcnow()
+        now = plan.now
         limit = max(recall.candidate_k, cap)
         keyword: dict[str, float] = {}
         links: dict[str, tuple[str, ...]] = {}
@@ -109,6 +112,13 @@ class Recall:
             named = {c.record.id: c.named for c in hybrid if c.named}
         else:
             candidates = search(vector, limit, where)
+        asked = when.asked(text, now) if recall.w_date or recall.window_k else []
+        # A time that holds today ("this weekend", "this week") is mostly a plan's, not a
+        # question about what was said then: it only ranks.
+        not_today = [s for s in asked if not s.holds(now.date())] if recall.window_k else []
+        if not_today and plan.hot is not None:
+            candidates += _said_then(plan.hot, plan, vector, not_today, recall.window_k,
+                                     candidates)
         topics = query_topics(text) if recall.intent_k else frozenset()
         if topics and len(candidates) >= limit:  # fewer: every memory is a candidate already
             candidates += self._topic_candidates(search, vector, where, topics,
@@ -116,14 +126,16 @@ class Recall:
         topic_ids = frozenset(r.id for r, _ in candidates
                               if topics and topics & topics_of(r))
         timed = _timed(text, candidates) if recall.w_when else None
-        dated = _dated(text, candidates) if recall.w_date else None
+        dated = _dated(asked, candidates) if asked else None
+        about = _dated(not_today, candidates) if not_today else frozenset()
         if plan.floor is not None:  # a plain floor, no exceptions; topic matches rank up
             return rank([c for c in candidates if c[1] >= plan.floor], recall, now=now,
                         threshold=plan.floor, cap=cap, intent_ids=topic_ids, keyword=keyword,
                         when_ids=timed, date_ids=dated, links=links, named=named)
         evidence = Evidence(readable=background(plan.embedder, vector) < recall.background_max,
                             topic_ids=topic_ids, keyword=keyword,
-                            query_terms=content_terms(text))
+                            query_terms=content_terms(text),
+                            dated_ids=about)
         return rank(decide(candidates, recall, evidence), recall, now=now,
                     threshold=-1.0, cap=cap, intent_ids=topic_ids, keyword=keyword,
                     when_ids=timed, date_ids=dated, links=links, named=named)
@@ -190,13 +202,20 @@ def _timed(query: str, candidates: list[tuple[MemoryRecord, float]]) -> frozense
     return frozenset(r.id for r, _ in candidates if when.anchored(r.content))
 
 
-def _dated(query: str, candidates: list[tuple[MemoryRecord, float]]) -> frozenset[str] | None:
-    """For a question that names a date ("in October 2023", "on May 3, 2023", "2023年5月"),
-    the candidates about a day in it: said then, or counting to it from when they were
-    said ("last week", "上周"). None: it names no date."""
-    asked = when.named_dates(query)
-    if not asked:
-        return None
+def _said_then(hot: HotSet, plan: SearchPlan, vector: Vector, spans: list[when.Span], k: int,
+               have: list[tuple[MemoryRecord, float]]) -> list[tuple[MemoryRecord, float]]:
+    """The `k` nearest memories said on a day of `spans` that are not among `have`."""
+    ids = {r.id for r, _ in have}
+    said = hot.said_in(plan.uid, plan.version, vector, spans, k, plan.where) or []
+    return [(r, sim) for r, sim in said if r.id not in ids]
+
+
+def _dated(asked: list[when.Span],
+           candidates: list[tuple[MemoryRecord, float]]) -> frozenset[str]:
+    """For a question about the days `asked` (named: "in October 2023", "2023年5月", or
+    counted from when it is asked: "last week", "上个月"; core/when.py `asked`), the
+    candidates about a day in them: said then, or counting to it from when they were said
+    ("last week", "上周")."""
     return frozenset(r.id for r, _ in candidates
                      if when.meets(asked, when.happened(r.content, r.occurred_at or r.created_at)))
 

@@ -102,6 +102,9 @@ class Span:
             return bool(months & span.month_set())
         return self.lo <= other.hi and other.lo <= self.hi
 
+    def holds(self, day: date) -> bool:
+        return day.month in self.months if self.months else self.lo <= day <= self.hi
+
     def month_set(self) -> frozenset[int]:
         """The calendar months the span touches (all twelve from a year on)."""
         if (self.hi - self.lo).days >= 365:
@@ -126,11 +129,26 @@ def happened(text: str, at: datetime | date) -> list[Span]:
     """The days a memory said at `at` is about: that day, the days its relative
     expressions count back or forward to ("yesterday", "two weeks ago", "last month",
     "上周", "三天前"), and the dates it names."""
-    day = at.date() if isinstance(at, datetime) else at
-    out = [Span(day, day)]
-    out += [span for m in _RELATIVE_EN.finditer(text) if (span := _en_relative(m, day))]
-    out += [span for m in _RELATIVE_ZH.finditer(text) if (span := _zh_relative(m, day))]
-    return out + named_dates(text, day.year)
+    day = _day_of(at)
+    return [Span(day, day), *_relative(text, day), *named_dates(text, day.year)]
+
+
+def asked(question: str, at: datetime | date) -> list[Span]:
+    """The days a question asked at `at` is about: the dates it names, and the days its
+    relative expressions count to from `at` ("what did I do last week", "yesterday",
+    "上个月我说了什么", "三天前"). Unlike `happened`, not the day it is asked: a question
+    about the present ("what should I cook tonight") asks about no day in particular."""
+    return named_dates(question) + _relative(question, _day_of(at))
+
+
+def _day_of(at: datetime | date) -> date:
+    return at.date() if isinstance(at, datetime) else at
+
+
+def _relative(text: str, day: date) -> list[Span]:
+    """The days the relative expressions of `text` count to from `day`."""
+    out = [span for m in _RELATIVE_EN.finditer(text) if (span := _en_relative(m, day))]
+    return out + [span for m in _RELATIVE_ZH.finditer(text) if (span := _zh_relative(m, day))]
 
 
 def meets(asked: list[Span], said: list[Span]) -> bool:

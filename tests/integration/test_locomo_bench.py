@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from memray.bench.locomo import LocomoArgs, run, table
 from memray.embed.cache import CachedEmbedder
 
@@ -32,3 +34,32 @@ def test_tiny_conversation(tmp_path: Path, embedder: CachedEmbedder) -> None:
     assert overall["n"] == 2  # category 5 is excluded
     assert overall["recall@1"] == 1.0 and overall["mrr"] == 1.0
     assert "| single-hop | 2 |" in table(result)
+
+
+def test_questions_are_asked_at_asked_at(tmp_path: Path, embedder: CachedEmbedder) -> None:
+    # Two alike films, a week apart: only the time the question is asked picks one.
+    sessions = {"session_1_date_time": "7:00 pm on 5 June, 2024",
+                "session_1": [{"speaker": "Ann", "dia_id": "D1:1",
+                               "text": "Tonight I watched a film about a lighthouse keeper."}],
+                "session_2_date_time": "7:00 pm on 12 June, 2024",
+                "session_2": [{"speaker": "Ann", "dia_id": "D2:1",
+                               "text": "Tonight I watched a film about a submarine crew."}]}
+    qa = [{"question": "What film did I watch last week?", "evidence": ["D1:1"],
+           "category": 4}]
+    conv = {"sample_id": "asked", "conversation": {"speaker_a": "Ann", "speaker_b": "Bo",
+                                                   **sessions}, "qa": qa}
+
+    def first(conversation: dict[str, object]) -> float:
+        path = tmp_path / "asked.json"
+        path.write_text(json.dumps([conversation]))
+        result = run(LocomoArgs(data=str(path), ks=(1,)), embedder=embedder,
+                     progress=lambda _: None)
+        return float(result["results"]["overall"]["recall@1"])
+
+    # asked on Thursday 13 June, "last week" is 3-9 June; a week later, 10-16 June
+    assert first({**conv, "asked_at": "9:00 am on 13 June, 2024"}) == 1.0
+    assert first({**conv, "asked_at": "9:00 am on 20 June, 2024",
+                  "qa": [{**qa[0], "evidence": ["D2:1"]}]}) == 1.0
+    bad = {**conv, "asked_at": "soon"}
+    with pytest.raises(ValueError, match="asked_at 'soon' is no date"):
+        first(bad)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 
 from test_api_http import ALICE, Served, auth
@@ -122,3 +122,58 @@ def test_a_question_that_names_a_date_finds_what_happened_then(
             assert all(right), tops
         else:  # the ablation: without the dates the July trip loses to the June one
             assert not right[1], tops
+
+
+ACTIVITIES = [
+    "I went for a run along the river", "I cooked a big pot of chili for friends",
+    "I finished reading a novel about sailors", "I fixed the leaking kitchen tap",
+    "I visited my grandmother in the hospital", "I played tennis with Sam after work",
+    "I painted the fence in the back yard", "I had a job interview at a bank",
+    "I took the dog to the vet for a checkup", "I watched a jazz concert downtown",
+    "I baked bread with my niece", "I repaired the bike's flat tyre",
+    "我去爬了山", "我给妈妈做了红烧肉", "我去医院体检了", "我参加了同学聚会", "我去看了一场话剧",
+    "我整理了书房", "我学了一首新曲子", "我带孩子去了动物园"]
+
+
+def _said_days_ago(m: Memory, user: str, today: date) -> dict[str, int]:
+    """One activity a day for the 40 days before `today`, at noon: memory id -> days ago."""
+    out = {}
+    for back in range(1, 41):
+        at = datetime.combine(today - timedelta(days=back), time(12), tzinfo=UTC)
+        text = f"{ACTIVITIES[back % len(ACTIVITIES)]} (day {back})"  # no exact repeats
+        out[m.add(text, user_id=user, infer=False, timestamp=at).memories[0].id] = back
+    return out
+
+
+ASKED = datetime(2024, 6, 12, 18, 0, tzinfo=UTC)  # a Wednesday
+LAST_WEEK = set(range(3, 10))  # Monday 3 to Sunday 9 June: 9 to 3 days before the 12th
+
+
+def test_a_question_about_last_week_or_yesterday_finds_what_was_said_then(
+        tmp_path: Path, embedder: CachedEmbedder) -> None:
+    found = {}
+    for window_k in (10, 0):
+        cfg = MemoryConfig.model_validate({"data_dir": str(tmp_path / str(window_k)),
+                                           "recall": {"window_k": window_k}})
+        with Memory(cfg, embedder=embedder, clock=lambda: ASKED) as m:
+            said = _said_days_ago(m, "kim", ASKED.date())
+            found[window_k] = {q: [said[h.memory.id] for h in m.search(q, user_id="kim")]
+                               for q in ("What did I do last week?", "上周我做了什么",
+                                         "what did I get up to yesterday")}
+    week_en, week_zh, yesterday = found[10].values()
+    assert set(week_en[:7]) == LAST_WEEK, week_en  # all seven days, first
+    # MiniLM cannot read it: keyword matches (做了) from other weeks rank among them
+    assert len(LAST_WEEK & set(week_zh)) >= 5, week_zh
+    assert yesterday[0] == 1, yesterday
+    # the ablation: without the window only what the similarity happens to reach
+    assert len(LAST_WEEK & set(found[0]["What did I do last week?"])) < 7, found[0]
+
+
+def test_a_question_counts_from_as_of_when_given(tmp_path: Path,
+                                                  embedder: CachedEmbedder) -> None:
+    with Memory(MemoryConfig(data_dir=str(tmp_path / "d")), embedder=embedder) as m:
+        said = _said_days_ago(m, "kim", datetime.now(UTC).date())
+        then = datetime.now(UTC) - timedelta(days=20)  # "yesterday" is 21 days ago
+        hits = m.search("what did I get up to yesterday", user_id="kim", as_of=then)
+        assert hits and said[hits[0].memory.id] == 21, [said[h.memory.id] for h in hits]
+        assert all(said[h.memory.id] >= 20 for h in hits)  # nothing said after `then`

@@ -3,12 +3,15 @@ built afresh from the rows after the write, and only the new rows are read."""
 
 from __future__ import annotations
 
+from datetime import UTC, date, datetime, time
+
 import numpy as np
 import pytest
 
 from memray.core import entities, lexical
 from memray.core.hotset import HotSet
 from memray.core.records import new_record
+from memray.core.when import Span
 from memray.models import MemoryType, utcnow
 from memray.store.base import StoredMemory, Where
 from memray.store.events import StoreOp
@@ -121,3 +124,34 @@ def test_type_and_slot_asks_follow_the_write() -> None:
     assert found(2, Where(slots=("city",))) == ["I live in Porto"]
     assert found(2, Where(types=(MemoryType.MESSAGE.value,))) == sorted(
         r.record.content for r in BEFORE[:4])
+
+
+def _on(text: str, i: int, day: date) -> StoredMemory:
+    at = datetime.combine(day, time(12), tzinfo=UTC)
+    record = new_record(user_id="u", content=text, embedding_model="m", at=utcnow(),
+                        type=MemoryType.MESSAGE).model_copy(update={"occurred_at": at})
+    return StoredMemory(record, np.eye(4, dtype=np.float32)[i % 4])
+
+
+def test_what_was_said_in_a_span_follows_the_write() -> None:
+    hot = HotSet(dim=4)
+    q, june, july = np.ones(4, np.float32), date(2024, 6, 14), date(2024, 7, 2)
+    rows = [_on("ran by the river", 0, june), _on("cooked chili", 1, june),
+            _on("watched a film", 2, july)]
+    week = [Span(date(2024, 6, 10), date(2024, 6, 16))]
+
+    def said(version: int, spans: list[Span], where: Where | None = None) -> list[str]:
+        hits = hot.said_in("u", version, q, spans, 10, where or Where())
+        assert hits is not None
+        return sorted(r.content for r, _ in hits)
+
+    assert hot.said_in("u", 1, q, week, 10, Where()) is None  # never loads a set
+    assert hot.search("u", 1, q, 1, Where(), lambda: rows) is not None
+    assert said(1, week) == ["cooked chili", "ran by the river"]
+    assert said(1, [Span(june, june, frozenset({7}))]) == ["watched a film"]  # July, any year
+    assert said(1, week, Where(ids=(rows[0].record.id,))) == ["ran by the river"]
+    late = _on("hiked the ridge", 3, date(2024, 6, 15))
+    hot.applied("u", [StoreOp(kind="delete", user_id="u", ids=(rows[1].record.id,)),
+                      StoreOp(kind="replace", user_id="u", rows=(late,))], 1, 2)
+    assert said(2, week) == ["hiked the ridge", "ran by the river"]
+    assert hot._entries["u"]._days is not None  # patched, not dropped

@@ -8,7 +8,7 @@ import pytest
 
 from memray.config import RecallConfig
 from memray.core.ranking import rank
-from memray.core.when import Span, anchored, asks_when, happened, meets, named_dates
+from memray.core.when import Span, anchored, asked, asks_when, happened, meets, named_dates
 from memray.models import MemoryType, utcnow
 from tests.unit.test_ranking import rec
 
@@ -137,3 +137,27 @@ def test_a_month_without_a_year_is_that_month_of_any_year() -> None:
     "她三个月前做了什么"])
 def test_questions_that_name_no_date(query: str) -> None:
     assert named_dates(query) == []
+
+
+@pytest.mark.parametrize(("query", "days"), [  # asked on AT, Thursday 20 July 2023
+    ("What did I do last week?", [("2023-07-10", "2023-07-16")]),
+    ("what did I eat yesterday", [("2023-07-19", "2023-07-19")]),
+    ("What did I say two weeks ago?", [("2023-07-03", "2023-07-09")]),
+    ("Anything planned for next month?", [("2023-08-01", "2023-08-31")]),
+    ("上周我做了什么", [("2023-07-10", "2023-07-16")]),
+    ("上个月我说过什么", [("2023-06-01", "2023-06-30")]),
+    ("她三个月前做了什么", [("2023-04-01", "2023-04-30")]),
+    ("去年我们去了哪里", [("2022-01-01", "2022-12-31")]),
+    ("What did I do last week, on July 12, 2023?",
+     [("2023-07-12", "2023-07-12"), ("2023-07-10", "2023-07-16")]),
+])
+def test_the_days_a_question_asks_about_count_from_when_it_is_asked(
+        query: str, days: list[tuple[str, str]]) -> None:
+    assert _days(asked(query, AT)) == days
+
+
+@pytest.mark.parametrize("query", [
+    "What should I cook tonight?", "Any plans today?", "我今天该吃什么", "What do I like?",
+    "When did she go to the beach?"])
+def test_a_question_about_the_present_or_no_time_asks_about_no_day(query: str) -> None:
+    assert asked(query, AT) == []
