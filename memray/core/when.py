@@ -102,6 +102,9 @@ class Span:
             return bool(months & span.month_set())
         return self.lo <= other.hi and other.lo <= self.hi
 
+    def stretched(self, days: int) -> Span:
+        return Span(self.lo, self.hi + timedelta(days=days), self.months)
+
     def holds(self, day: date) -> bool:
         return day.month in self.months if self.months else self.lo <= day <= self.hi
 
@@ -234,6 +237,7 @@ _RELATIVE_EN = re.compile(
     rf"(last|next|this past|this coming|this) (week|weekend|month|year|summer|winter|"
     rf"spring|autumn|fall|{_WEEKDAY}))\b", re.IGNORECASE)
 _RELATIVE_ZH = re.compile(
+    rf"(去年|今年|明年)(春天|夏天|秋天|冬天|春季|夏季|秋季|冬季)|"  # 去年夏天: that season
     rf"(昨天|昨晚)|(前天)|(明天)|(去年)|(前年)|(明年)|"
     # 上周六 is last week's Saturday; 上周一起 ("together"), 上周一直 ("all along"), 上周天气,
     # 本周日程, 下周三天 are the whole week
@@ -272,13 +276,9 @@ def _named_period(day: date, step: int, what: str) -> Span | None:
         return _shift(day, ahead, "day")
     if what in _SEASONS:
         return _season(day, step, what)
-    if what == "weekend":
-        saturday = day + timedelta(days=(5 - day.weekday()) % 7)  # this coming (or today)
-        if step < 0:
-            saturday -= timedelta(days=7)
-        elif step > 0 and day.weekday() < 5:
-            saturday += timedelta(days=7)
-        return Span(saturday, saturday + timedelta(days=1))
+    if what == "weekend":  # this one: the one holding `day`, else the coming one
+        saturday = day + timedelta(days=5 - day.weekday())  # a Sunday's is the day before
+        return _shift(saturday, 7 * step, "day").stretched(1)
     return _shift(day, step, what)
 
 
@@ -315,8 +315,12 @@ def _shift(day: date, n: int, unit: str) -> Span:
 
 
 def _zh_relative(m: re.Match[str], day: date) -> Span | None:
-    (back, before, tomorrow, last_year, year_before, next_year, way, period, weekday,
-     count, unit, direction) = m.groups()
+    (which_year, season, back, before, tomorrow, last_year, year_before, next_year, way,
+     period, weekday, count, unit, direction) = m.groups()
+    if season:
+        year = day.year + {"去年": -1, "今年": 0, "明年": 1}[which_year]
+        return _season_of(year, {"春": "spring", "夏": "summer", "秋": "autumn",
+                                 "冬": "winter"}[season[0]])
     if back or before or tomorrow:
         return _shift(day, -1 if back else (-2 if before else 1), "day")
     if last_year or year_before or next_year:

@@ -85,6 +85,9 @@ def _days(spans: list[Span]) -> list[tuple[str, str]]:
     ("三天前我去了医院", ("2023-07-17", "2023-07-17")),
     ("两个月前我换了工作", ("2023-05-01", "2023-05-31")),
     ("去年我们去了日本", ("2022-01-01", "2022-12-31")),
+    ("去年夏天我们去了青岛", ("2022-06-01", "2022-08-31")),
+    ("今年春天我学了游泳", ("2023-03-01", "2023-05-31")),
+    ("去年冬天特别冷", ("2022-12-01", "2023-02-28")),
     ("下个月我去上海", ("2023-08-01", "2023-08-31")),
     ("上周六我们去了公园", ("2023-07-15", "2023-07-15")),  # that day, not the whole week
     ("下星期三我去北京", ("2023-07-26", "2023-07-26")),
@@ -102,6 +105,19 @@ def test_a_memory_is_about_the_day_it_was_said_and_the_days_it_counts_to(
     spans = happened(text, AT)
     assert _days(spans[:1]) == [("2023-07-20", "2023-07-20")]
     assert _days(spans[1:]) == [days]
+
+
+@pytest.mark.parametrize(("said", "text", "days"), [
+    (date(2023, 7, 23), "this weekend was lovely", ("2023-07-22", "2023-07-23")),  # Sunday
+    (date(2023, 7, 23), "last weekend we hiked", ("2023-07-15", "2023-07-16")),
+    (date(2023, 7, 23), "上周末我去爬山了", ("2023-07-15", "2023-07-16")),
+    (date(2023, 7, 22), "next weekend we fly", ("2023-07-29", "2023-07-30")),  # Saturday
+    (date(2023, 7, 22), "this weekend we stay in", ("2023-07-22", "2023-07-23")),
+    (date(2023, 7, 19), "this weekend we hike", ("2023-07-22", "2023-07-23")),  # Wednesday
+])
+def test_this_weekend_is_the_one_that_holds_the_day(said: date, text: str,
+                                                   days: tuple[str, str]) -> None:
+    assert _days(happened(text, said)[1:]) == [days]
 
 
 def test_a_memory_that_counts_to_no_day_is_about_the_day_it_was_said() -> None:
