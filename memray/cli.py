@@ -183,6 +183,9 @@ def _bench_parser(sub: Any) -> None:
                     "--rerank-k turns with a packaged instruct model (memray/bench/rerank.py), "
                     "e.g. qwen2.5-coder-1.5b-instruct-q4_k_m")
     lo.add_argument("--rerank-k", type=int, default=20)
+    lo.add_argument("--relevance", action="store_true", help="search as an agent does, with "
+                    "the relevance decision (default: threshold -1, ranking only), so "
+                    "recall@k counts only what search keeps")
     ig = bench.add_parser("ingest", help="backfill --infer false throughput vs the raw "
                           "embedder on the same texts")
     ig.add_argument("--users", type=int, default=200)
@@ -566,7 +569,8 @@ def bench_locomo(args: argparse.Namespace) -> int:
 
         rerank, totals = llm_reranker(args.rerank_llm, args.rerank_k)
     result = run(LocomoArgs(data=args.data, mode=args.mode, config=config,
-                            times=not args.no_times, every=args.every), rerank=rerank,
+                            times=not args.no_times, every=args.every,
+                            relevance=args.relevance), rerank=rerank,
                  progress=say)
     if totals:
         result["rerank"] = {"model": args.rerank_llm, "k": args.rerank_k, **totals}

@@ -158,11 +158,13 @@ class RecallConfig(BaseModel):
                           "their message time (\"last week\", 上周; core/when.py). Chosen "
                           "by cross-validation on the LoCoMo development split.")
     window_k: int = Field(10, ge=0, le=256, description="For a question about a time "
-                          "(named, or counted from when it is asked: \"what did I do last "
-                          "week\", 上个月), the nearest this many memories said then join "
-                          "the candidates (needs the hot set), and memories about a day in "
-                          "it count as relevant like a topic match. 0: the time only ranks "
-                          "(w_date).")
+                          "that is over (named, or counted from when it is asked: \"what "
+                          "did I do last week\", 上个月; not \"tomorrow\" or \"this "
+                          "weekend\"), the nearest this many memories said then join the "
+                          "candidates (needs the hot set, so not with `as_of`), and a "
+                          "memory about a day in it (and no wider a time) is relevant like "
+                          "a topic match (not with an explicit `threshold`). 0: the time "
+                          "only ranks (w_date).")
     w_episode: float = Field(0.3, ge=0.0, description="Two-stage recall for conversation "
                              "memory: weight of the best similarity among the candidates of "
                              "a memory's session, so the turns of the episode that matches "

@@ -40,6 +40,7 @@ class LocomoArgs:
     times: bool = True  # pass each session's date as the messages' timestamp
     conversations: tuple[str, ...] = ()  # only these sample ids (default: all)
     every: int = 1  # only every Nth question of each conversation
+    relevance: bool = False  # the relevance decision on (default: threshold -1, ranking only)
 
 
 @dataclass
@@ -51,10 +52,12 @@ class Scores:
     all_found: dict[int, float] = field(default_factory=lambda: defaultdict(float))
     session: dict[int, float] = field(default_factory=lambda: defaultdict(float))
     rr: float = 0.0
+    returned: int = 0  # hits, all questions
 
     def add(self, hits: list[tuple[str, ...]], evidence: set[str], ks: Iterable[int]) -> None:
         """`hits`: the dia ids each recalled memory cites, best first."""
         self.n += 1
+        self.returned += len(hits)
         sessions = {_session(d) for d in evidence}
         for k in ks:
             found = evidence & {d for ids in hits[:k] for d in ids}
@@ -74,6 +77,7 @@ class Scores:
         for k in ks:
             out[f"session@{k}"] = round(self.session[k] / n, 4)
         out["mrr"] = round(self.rr / n, 4)
+        out["returned"] = round(self.returned / n, 2)  # per question: < k with --relevance
         return out
 
 
@@ -168,7 +172,7 @@ def run(args: LocomoArgs, *, embedder: Embedder | None = None,
                     if not evidence:
                         continue
                     hits = m.search(str(qa["question"]), user_id=user, top_k=max(args.ks),
-                                    threshold=-1.0)
+                                    threshold=None if args.relevance else -1.0)
                     if rerank is not None:
                         hits = rerank(str(qa["question"]), hits)
                     cited = [cites.get(h.memory.content_hash, ()) for h in hits]

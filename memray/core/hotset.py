@@ -16,6 +16,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC
 from typing import NamedTuple
 
 import numpy as np
@@ -54,8 +55,9 @@ def _mask(records: Sequence[MemoryRecord], key: tuple[tuple[str, ...], ...]) -> 
 
 
 def _days(records: Sequence[MemoryRecord]) -> np.ndarray:
-    """Each record's `valid_since` day: its ordinal and its month, one row each."""
-    days = [r.valid_since.date() for r in records]
+    """The UTC day each record was said (its message time, else when it was stored): its
+    ordinal and its month, one row each."""
+    days = [(r.occurred_at or r.created_at).astimezone(UTC).date() for r in records]
     return np.array([[d.toordinal() for d in days], [d.month for d in days]],
                     dtype=np.int64).reshape(2, len(days))
 
@@ -182,7 +184,7 @@ class _Entry:
     def said_in(self, user_id: str, vector: Vector, spans: Sequence[Span], limit: int,
                 where: Where) -> Hits:
         """The `limit` nearest rows that satisfy `where` among those said on a day of
-        `spans` (by `valid_since`: the message's time where it has one)."""
+        `spans` (see `_days`)."""
         if not self.records:
             return []
         if self._days is None:
@@ -193,12 +195,14 @@ class _Entry:
                 inside |= np.isin(months, list(span.months))
             else:
                 inside |= (days >= span.lo.toordinal()) & (days <= span.hi.toordinal())
+        rows = np.flatnonzero(inside)  # few: only theirs are scored
         q = np.asarray(vector, dtype=np.float32)
-        sims = self.matrix @ (q / max(float(np.linalg.norm(q)), 1e-12))
+        sims = self.matrix[rows] @ (q / max(float(np.linalg.norm(q)), 1e-12))
         out: Hits = []
-        for i in best_first(np.where(inside, sims, -np.inf), limit, above=-2.0):
+        for j in best_first(sims, limit):
+            i = int(rows[j])
             if matches(self.records[i], user_id, where):
-                out.append((self.records[i], float(sims[i])))
+                out.append((self.records[i], float(sims[j])))
                 if len(out) == limit:
                     break
         return out

@@ -73,7 +73,7 @@ class Recall:
                                     "top_k", 1024)
         floor = None if threshold is None else validate.similarity(threshold, "threshold")
         when = None if as_of is None else validate.moment(as_of, "as_of")
-        now = when or self._clock()
+        now = when or validate.moment(self._clock(), "clock")
         where = Where(statuses=ACTIVE if when is None else ONCE_TRUE,
                       alive_at_ms=to_ms(now), **search_filters.parse(filters))
         if not enabled:
@@ -113,12 +113,11 @@ class Recall:
         else:
             candidates = search(vector, limit, where)
         asked = when.asked(text, now) if recall.w_date or recall.window_k else []
-        # A time that holds today ("this weekend", "this week") is mostly a plan's, not a
-        # question about what was said then: it only ranks.
-        not_today = [s for s in asked if not s.holds(now.date())] if recall.window_k else []
-        if not_today and plan.hot is not None:
-            candidates += _said_then(plan.hot, plan, vector, not_today, recall.window_k,
-                                     candidates)
+        # Only a time that is over asks what was said then; "this weekend", "tomorrow" and
+        # "next week" are mostly a plan's: they only rank.
+        past = [s for s in asked if s.over_by(when.today(now))] if recall.window_k else []
+        if past and plan.hot is not None:
+            candidates += _said_then(plan.hot, plan, vector, past, recall.window_k, candidates)
         topics = query_topics(text) if recall.intent_k else frozenset()
         if topics and len(candidates) >= limit:  # fewer: every memory is a candidate already
             candidates += self._topic_candidates(search, vector, where, topics,
@@ -127,7 +126,7 @@ class Recall:
                               if topics and topics & topics_of(r))
         timed = _timed(text, candidates) if recall.w_when else None
         dated = _dated(asked, candidates) if asked else None
-        about = _dated(not_today, candidates) if not_today else frozenset()
+        about = _about(past, candidates) if past else frozenset()
         if plan.floor is not None:  # a plain floor, no exceptions; topic matches rank up
             return rank([c for c in candidates if c[1] >= plan.floor], recall, now=now,
                         threshold=plan.floor, cap=cap, intent_ids=topic_ids, keyword=keyword,
@@ -208,6 +207,14 @@ def _said_then(hot: HotSet, plan: SearchPlan, vector: Vector, spans: list[when.S
     ids = {r.id for r, _ in have}
     said = hot.said_in(plan.uid, plan.version, vector, spans, k, plan.where) or []
     return [(r, sim) for r, sim in said if r.id not in ids]
+
+
+def _about(past: list[when.Span],
+           candidates: list[tuple[MemoryRecord, float]]) -> frozenset[str]:
+    """The candidates about a day of `past` and about no wider a time (see `when.about`):
+    evidence for a question about what happened then."""
+    return frozenset(r.id for r, _ in candidates
+                     if when.about(past, when.happened(r.content, r.occurred_at or r.created_at)))
 
 
 def _dated(asked: list[when.Span],

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 _WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day|mon|tue|wed|thu|fri|sat|sun"
 _MONTH = (r"january|february|march|april|may|june|july|august|september|october|november|"
@@ -105,8 +105,13 @@ class Span:
     def stretched(self, days: int) -> Span:
         return Span(self.lo, self.hi + timedelta(days=days), self.months)
 
-    def holds(self, day: date) -> bool:
-        return day.month in self.months if self.months else self.lo <= day <= self.hi
+    def width(self) -> int:
+        """Days between the first and the last (31 a month of any year)."""
+        return 31 * len(self.months) - 1 if self.months else (self.hi - self.lo).days
+
+    def over_by(self, day: date) -> bool:
+        """Whether the span ended before `day` (a month of any year: unless it holds it)."""
+        return day.month not in self.months if self.months else self.hi < day
 
     def month_set(self) -> frozenset[int]:
         """The calendar months the span touches (all twelve from a year on)."""
@@ -145,7 +150,21 @@ def asked(question: str, at: datetime | date) -> list[Span]:
 
 
 def _day_of(at: datetime | date) -> date:
-    return at.date() if isinstance(at, datetime) else at
+    """The UTC day of `at` (memories' times are kept in UTC), or `at` itself."""
+    if isinstance(at, datetime):
+        return (at.astimezone(UTC) if at.tzinfo else at).date()
+    return at
+
+
+def today(at: datetime) -> date:
+    """The day a question asked at `at` is asked on (UTC, like the memories' days)."""
+    return _day_of(at)
+
+
+def about(asked: list[Span], said: list[Span]) -> bool:
+    """Whether a memory is about a day a question asks about and about no wider a time:
+    "this year" meets yesterday, but says nothing of what happened then."""
+    return any(a.meets(s) and s.width() <= a.width() for a in asked for s in said)
 
 
 def _relative(text: str, day: date) -> list[Span]:
@@ -236,12 +255,18 @@ _RELATIVE_EN = re.compile(
     rf"({_NUMBER}) (day|week|month|year)s? (ago|back|later|from now)|"
     rf"(last|next|this past|this coming|this) (week|weekend|month|year|summer|winter|"
     rf"spring|autumn|fall|{_WEEKDAY}))\b", re.IGNORECASE)
+_NOT_MING = "[说聪光文证表声透开发阐标简]"  # 说明天气 is no tomorrow
 _RELATIVE_ZH = re.compile(
-    rf"(去年|今年|明年)(春天|夏天|秋天|冬天|春季|夏季|秋季|冬季)|"  # 去年夏天: that season
-    rf"(昨天|昨晚)|(前天)|(明天)|(去年)|(前年)|(明年)|"
+    # Not inside a word: 过去年轻, 之前天天, 说明天气, 晚上月亮, 日本月饼, 一下周末
+    rf"((?<![过回出进失])去年|今年|(?<!{_NOT_MING})明年)(春天|夏天|秋天|冬天|春季|夏季|秋季|"
+    rf"冬季)|"  # 去年夏天: that season
+    rf"(昨天|昨晚)|((?<![之以从提])前天)|((?<!{_NOT_MING})明天)|((?<![过回出进失])去年)|"
+    rf"((?<![之以从提])前年)|((?<!{_NOT_MING})明年)|"
     # 上周六 is last week's Saturday; 上周一起 ("together"), 上周一直 ("all along"), 上周天气,
     # 本周日程, 下周三天 are the whole week
-    rf"(上|下|这|本)(?:个)?(周末|周|星期|礼拜|月)(?:([一二三四五六日天])(?![直起次些样定般共切气程子常天]))?|"
+    rf"((?<![晚早马路身楼网线桌天地爬赶跟])上|(?<![一楼地天乡底以如留剩眼])下|这|"
+    rf"(?<![日书课账版资基根笔剧成样文])本)"
+    rf"(?:个)?(周末|周|星期|礼拜|月)(?:([一二三四五六日天])(?![直起次些样定般共切气程子常天]))?|"
     rf"([\d{_ZH_NUM}]+)(天|周|个星期|个月|年)(前|以前|之前|后|以后)")
 _WEEKDAYS = {name: i for i, names in enumerate(
     (("monday", "mon"), ("tuesday", "tue", "tues"), ("wednesday", "wed"),
@@ -260,9 +285,11 @@ def _en_relative(m: re.Match[str], day: date) -> Span | None:
     if count:
         n = _COUNT.get(count.lower()) or (int(count) if count.isdigit() else 1)
         return _shift(day, -n if way.lower() in ("ago", "back") else n, unit.lower())
-    step = 1 if which.lower() in ("next", "this coming") else (
-        0 if which.lower() == "this" else -1)
-    return _named_period(day, step, what.lower())
+    which, what = which.lower(), what.lower()
+    # this coming weekend: the one holding `day`, else the next (as "this weekend")
+    step = 1 if which == "next" or (which == "this coming" and what != "weekend") else (
+        0 if which in ("this", "this coming") else -1)
+    return _named_period(day, step, what)
 
 
 def _named_period(day: date, step: int, what: str) -> Span | None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 
+import pytest
 from test_api_http import ALICE, Served, auth
 
 from memray import Memory, MemoryConfig
 from memray.embed.cache import CachedEmbedder
+from memray.errors import InvalidInputError
 from memray.models import MemoryType
 
 MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
@@ -171,9 +173,19 @@ def test_a_question_about_last_week_or_yesterday_finds_what_was_said_then(
 
 def test_a_question_counts_from_as_of_when_given(tmp_path: Path,
                                                   embedder: CachedEmbedder) -> None:
-    with Memory(MemoryConfig(data_dir=str(tmp_path / "d")), embedder=embedder) as m:
+    far = datetime(2031, 1, 1, tzinfo=UTC)  # the clock: as_of wins over it
+    with Memory(MemoryConfig(data_dir=str(tmp_path / "d")), embedder=embedder,
+                clock=lambda: far) as m:
         said = _said_days_ago(m, "kim", datetime.now(UTC).date())
         then = datetime.now(UTC) - timedelta(days=20)  # "yesterday" is 21 days ago
         hits = m.search("what did I get up to yesterday", user_id="kim", as_of=then)
         assert hits and said[hits[0].memory.id] == 21, [said[h.memory.id] for h in hits]
         assert all(said[h.memory.id] >= 20 for h in hits)  # nothing said after `then`
+
+
+def test_a_clock_without_a_zone_is_refused(tmp_path: Path, embedder: CachedEmbedder) -> None:
+    naive = datetime(2024, 6, 12)  # no zone: refused, not guessed
+    with (Memory(MemoryConfig(data_dir=str(tmp_path / "d")), embedder=embedder,
+                 clock=lambda: naive) as m,
+          pytest.raises(InvalidInputError, match="clock must be a timezone-aware")):
+        m.search("what did I do yesterday", user_id="kim")

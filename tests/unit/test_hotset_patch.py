@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime, time
 import numpy as np
 import pytest
 
-from memray.core import entities, lexical
+from memray.core import entities, hotset, lexical
 from memray.core.hotset import HotSet
 from memray.core.records import new_record
 from memray.core.when import Span
@@ -153,5 +153,7 @@ def test_what_was_said_in_a_span_follows_the_write() -> None:
     late = _on("hiked the ridge", 3, date(2024, 6, 15))
     hot.applied("u", [StoreOp(kind="delete", user_id="u", ids=(rows[1].record.id,)),
                       StoreOp(kind="replace", user_id="u", rows=(late,))], 1, 2)
+    entry = hot._entries["u"]
+    assert entry._days is not None  # patched, not dropped
+    assert entry._days.tolist() == hotset._days(entry.records).tolist()
     assert said(2, week) == ["hiked the ridge", "ran by the river"]
-    assert hot._entries["u"]._days is not None  # patched, not dropped

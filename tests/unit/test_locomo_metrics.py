@@ -19,6 +19,7 @@ def test_recall_all_and_mrr_by_hand() -> None:
     assert out["recall@3"] == pytest.approx(0.5)
     assert out["all@3"] == pytest.approx(0.5)
     assert out["mrr"] == pytest.approx((1 / 2 + 0) / 2)
+    assert out["returned"] == 3.0  # hits per question
 
 
 def test_dataset_shapes() -> None:

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
 
 from memray.config import RecallConfig
 from memray.core.ranking import rank
-from memray.core.when import Span, anchored, asked, asks_when, happened, meets, named_dates
+from memray.core.when import (
+    Span,
+    about,
+    anchored,
+    asked,
+    asks_when,
+    happened,
+    meets,
+    named_dates,
+    today,
+)
 from memray.models import MemoryType, utcnow
 from tests.unit.test_ranking import rec
 
@@ -177,3 +187,44 @@ def test_the_days_a_question_asks_about_count_from_when_it_is_asked(
     "When did she go to the beach?"])
 def test_a_question_about_the_present_or_no_time_asks_about_no_day(query: str) -> None:
     assert asked(query, AT) == []
+
+
+@pytest.mark.parametrize("query", [  # the characters of a time inside other words
+    "晚上月亮好看吗", "之前天天跑步的是谁", "过去年轻的时候我喜欢什么", "日本月饼好吃吗",
+    "等一下周末再说吧", "说明天气会怎样的那条", "楼下周边有什么店"])
+def test_chinese_words_that_hold_a_time_name_none(query: str) -> None:
+    assert asked(query, AT) == []
+
+
+@pytest.mark.parametrize(("query", "days"), [  # asked on AT, Thursday 20 July 2023
+    ("去年夏天我们去了哪儿", ("2022-06-01", "2022-08-31")),
+    ("what are we doing this coming weekend", ("2023-07-22", "2023-07-23")),
+    ("what did we do this past weekend", ("2023-07-15", "2023-07-16")),
+    ("今年冬天我去哪里滑雪", ("2023-12-01", "2024-02-29")),
+])
+def test_seasons_and_weekends_in_questions(query: str, days: tuple[str, str]) -> None:
+    assert _days(asked(query, AT)) == [days]
+
+
+def test_a_question_is_asked_on_its_utc_day() -> None:
+    beijing = datetime(2023, 7, 21, 1, 0, tzinfo=timezone(timedelta(hours=8)))  # 20th UTC
+    assert today(beijing) == AT
+    assert _days(asked("what did I do yesterday", beijing)) == [("2023-07-19", "2023-07-19")]
+    assert today(datetime(2023, 7, 20, 23, 0, tzinfo=UTC)) == AT
+
+
+def test_a_span_is_over_once_its_last_day_has_passed() -> None:
+    week = Span(date(2023, 7, 10), date(2023, 7, 16))
+    assert week.over_by(date(2023, 7, 17)) and not week.over_by(date(2023, 7, 16))
+    june = Span(AT, AT, frozenset({6}))  # June of any year
+    assert june.over_by(AT) and not june.over_by(date(2023, 6, 2))
+
+
+def test_a_memory_about_a_wider_time_is_not_about_the_day_asked() -> None:
+    yesterday = asked("what did I do yesterday", AT)
+    assert about(yesterday, happened("I ran by the river", date(2023, 7, 19)))
+    assert about(yesterday, happened("今天我去游泳了", date(2023, 7, 19)))
+    this_year = happened("this year I want to learn the cello", date(2023, 3, 1))
+    assert meets(yesterday, this_year[1:]) and not about(yesterday, this_year)
+    assert about(asked("what did I do last month", AT),
+                 happened("last week I painted the fence", date(2023, 6, 20)))
