@@ -30,10 +30,18 @@ _EN_ANCHOR = re.compile(
     rf"(?:{_MONTH}) \d{{1,2}}|\d{{1,2}} (?:{_MONTH})|\d{{1,2}}(?:st|nd|rd|th)? of (?:{_MONTH})|"
     rf"(?:in|since|of) (?:19|20)\d\d)\b",
     re.IGNORECASE)
+# Chinese time words not inside other words: 过去年轻, 之前天天, 说明天气, 晚上月亮,
+# 日本月饼, 一下周末 and 楼下周边 name no time.
+_QU = "(?<![过回出进失])去"
+_QIAN = "(?<![之以从提])前"
+_MING = "(?<![说聪光文证表声透开发阐标简])明"
+_SHANG = "(?<![晚早马路身楼网线桌天地爬赶跟])上"
+_XIA = "(?<![一楼地天乡底以如留剩眼])下"
+_BEN = "(?<![日书课账版资基根笔剧成样文])本"
 _ZH_ANCHOR = re.compile(
-    r"昨天|昨晚|前天|今天|今早|今晚|刚才|上午|下午|明天|后天|"
-    r"(?:上|这|本|下)(?:个)?(?:周|星期|礼拜|月)(?:末|[一二三四五六日天])?|"
-    r"(?:去|今|前|明)年|"
+    rf"昨天|昨晚|{_QIAN}天|今天|今早|今晚|刚才|上午|下午|{_MING}天|后天|"
+    rf"(?:{_SHANG}|这|{_BEN}|{_XIA})(?:个)?(?:周|星期|礼拜|月)(?:末|[一二三四五六日天])?|"
+    rf"(?:{_QU}|今|{_QIAN}|{_MING})年|"
     r"[\d一二两三四五六七八九十几]+(?:天|周|个星期|个月|年)(?:前|以前|之前|后|以后)|"
     r"(?:周|星期|礼拜)[一二三四五六日天末]|[\d一二三四五六七八九十]+月(?:[\d一二三四五六七八九十]+[日号])?|"
     r"(?:19|20)\d\d年")
@@ -255,18 +263,12 @@ _RELATIVE_EN = re.compile(
     rf"({_NUMBER}) (day|week|month|year)s? (ago|back|later|from now)|"
     rf"(last|next|this past|this coming|this) (week|weekend|month|year|summer|winter|"
     rf"spring|autumn|fall|{_WEEKDAY}))\b", re.IGNORECASE)
-_NOT_MING = "[说聪光文证表声透开发阐标简]"  # 说明天气 is no tomorrow
 _RELATIVE_ZH = re.compile(
-    # Not inside a word: 过去年轻, 之前天天, 说明天气, 晚上月亮, 日本月饼, 一下周末
-    rf"((?<![过回出进失])去年|今年|(?<!{_NOT_MING})明年)(春天|夏天|秋天|冬天|春季|夏季|秋季|"
-    rf"冬季)|"  # 去年夏天: that season
-    rf"(昨天|昨晚)|((?<![之以从提])前天)|((?<!{_NOT_MING})明天)|((?<![过回出进失])去年)|"
-    rf"((?<![之以从提])前年)|((?<!{_NOT_MING})明年)|"
+    rf"({_QU}年|今年|{_MING}年)(春天|夏天|秋天|冬天|春季|夏季|秋季|冬季)|"  # that season
+    rf"(昨天|昨晚)|({_QIAN}天)|({_MING}天)|({_QU}年)|({_QIAN}年)|({_MING}年)|"
     # 上周六 is last week's Saturday; 上周一起 ("together"), 上周一直 ("all along"), 上周天气,
     # 本周日程, 下周三天 are the whole week
-    rf"((?<![晚早马路身楼网线桌天地爬赶跟])上|(?<![一楼地天乡底以如留剩眼])下|这|"
-    rf"(?<![日书课账版资基根笔剧成样文])本)"
-    rf"(?:个)?(周末|周|星期|礼拜|月)(?:([一二三四五六日天])(?![直起次些样定般共切气程子常天]))?|"
+    rf"({_SHANG}|{_XIA}|这|{_BEN})(?:个)?(周末|周|星期|礼拜|月)(?:([一二三四五六日天])(?![直起次些样定般共切气程子常天]))?|"
     rf"([\d{_ZH_NUM}]+)(天|周|个星期|个月|年)(前|以前|之前|后|以后)")
 _WEEKDAYS = {name: i for i, names in enumerate(
     (("monday", "mon"), ("tuesday", "tue", "tues"), ("wednesday", "wed"),

@@ -196,6 +196,12 @@ def test_chinese_words_that_hold_a_time_name_none(query: str) -> None:
     assert asked(query, AT) == []
 
 
+@pytest.mark.parametrize("text", ["晚上月亮很圆", "之前天天跑步", "过去年轻的时候爱玩",
+                                  "日本月饼很好吃", "楼下周边很安静", "说明天气不错"])
+def test_chinese_words_that_hold_a_time_place_nothing_in_time(text: str) -> None:
+    assert not anchored(text)
+
+
 @pytest.mark.parametrize(("query", "days"), [  # asked on AT, Thursday 20 July 2023
     ("去年夏天我们去了哪儿", ("2022-06-01", "2022-08-31")),
     ("what are we doing this coming weekend", ("2023-07-22", "2023-07-23")),
