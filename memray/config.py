@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Literal, Self
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from memray.errors import ConfigError
 
@@ -123,6 +124,16 @@ class RecallConfig(BaseModel):
 
     model_config = _STRICT
 
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, name: str) -> str:
+        try:
+            ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"recall.timezone {name!r} is no IANA time zone "
+                             "(e.g. UTC, Asia/Shanghai, Europe/Berlin)") from exc
+        return name
+
     candidate_k: int = Field(20, gt=0, le=1024, description="Candidates taken from the store.")
     threshold: float = Field(
         0.4, ge=-1.0, le=1.0, description="Cosine similarity at which a memory is relevant "
@@ -157,6 +168,10 @@ class RecallConfig(BaseModel):
                           "memories about a day in it: said then, or counting to it from "
                           "their message time (\"last week\", 上周; core/when.py). Chosen "
                           "by cross-validation on the LoCoMo development split.")
+    timezone: str = Field("UTC", description="The IANA time zone whose calendar days a "
+                          "question's time and a memory's day are read in (\"yesterday\" "
+                          "asked at 07:00 in Beijing is the day before in Beijing, not in "
+                          "UTC), e.g. Asia/Shanghai.")
     window_k: int = Field(10, ge=0, le=256, description="For a question about a time "
                           "that is over (named, or counted from when it is asked: \"what "
                           "did I do last week\", 上个月; not \"tomorrow\" or \"this "

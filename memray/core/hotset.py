@@ -16,7 +16,8 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC
+from datetime import datetime, timedelta, tzinfo
+from datetime import time as clock_time
 from typing import NamedTuple
 
 import numpy as np
@@ -54,12 +55,21 @@ def _mask(records: Sequence[MemoryRecord], key: tuple[tuple[str, ...], ...]) -> 
                        count=len(records))
 
 
-def _days(records: Sequence[MemoryRecord]) -> np.ndarray:
-    """The UTC day each record was said (its message time, else when it was stored): its
-    ordinal and its month, one row each."""
-    days = [(r.occurred_at or r.created_at).astimezone(UTC).date() for r in records]
-    return np.array([[d.toordinal() for d in days], [d.month for d in days]],
-                    dtype=np.int64).reshape(2, len(days))
+def _said(records: Sequence[MemoryRecord]) -> np.ndarray:
+    """When each record was said (its message time, else when it was stored), epoch s."""
+    return np.fromiter((int((r.occurred_at or r.created_at).timestamp()) for r in records),
+                       dtype=np.int64, count=len(records))
+
+
+def _inside(said: np.ndarray, span: Span, zone: tzinfo) -> np.ndarray:
+    """Which of the times `said` fall on a day of `span`, days read in `zone`."""
+    if span.months:  # a month of any year ("in June"), at today's offset of the zone
+        shift = (datetime.now(zone).utcoffset() or timedelta()).total_seconds()
+        months = (said + int(shift)).astype("datetime64[s]").astype("datetime64[M]")
+        return np.isin(months.astype(np.int64) % 12 + 1, list(span.months))
+    start = datetime.combine(span.lo, clock_time(), zone).timestamp()
+    end = datetime.combine(span.hi + timedelta(days=1), clock_time(), zone).timestamp()
+    return (said >= start) & (said < end)
 
 
 def best_first(scores: np.ndarray, want: int, *, above: float | None = None) -> Iterator[int]:
@@ -89,7 +99,7 @@ class _Entry:
     _names: Names | None = None  # built on the first search by names
     # rows of each type/slot narrowing asked (by _topic_candidates), built on first use
     _narrowed: dict[tuple[tuple[str, ...], ...], np.ndarray] = field(default_factory=dict)
-    _days: np.ndarray | None = None  # each row's valid_since day (see _days), on first use
+    _said: np.ndarray | None = None  # when each row was said (see _said), on first use
 
     def keyword_scores(self, query: str) -> np.ndarray:
         """BM25 of every row for `query`, scaled so the best row is 1 (all 0: no match)."""
@@ -176,25 +186,22 @@ class _Entry:
         # copied first: searches add masks to it without the hot set's lock
         narrowed = {key: np.concatenate([rows[keep], _mask(added, key)])
                     for key, rows in dict(self._narrowed).items()}
-        days = None if self._days is None else np.concatenate(
-            [self._days[:, keep], _days(added)], axis=1)
+        said = None if self._said is None else np.concatenate([self._said[keep],
+                                                                _said(added)])
         return _Entry(version, records, matrix.astype(np.float32, copy=False),
-                      _lexical=lexical, _names=names, _narrowed=narrowed, _days=days)
+                      _lexical=lexical, _names=names, _narrowed=narrowed, _said=said)
 
-    def said_in(self, user_id: str, vector: Vector, spans: Sequence[Span], limit: int,
-                where: Where) -> Hits:
+    def said_in(self, user_id: str, vector: Vector, spans: Sequence[Span], zone: tzinfo,
+                limit: int, where: Where) -> Hits:
         """The `limit` nearest rows that satisfy `where` among those said on a day of
-        `spans` (see `_days`)."""
+        `spans`, days read in `zone`."""
         if not self.records:
             return []
-        if self._days is None:
-            self._days = _days(self.records)
-        (days, months), inside = self._days, np.zeros(len(self.records), dtype=bool)
+        if self._said is None:
+            self._said = _said(self.records)
+        inside = np.zeros(len(self.records), dtype=bool)
         for span in spans:
-            if span.months:  # a month of any year ("in June")
-                inside |= np.isin(months, list(span.months))
-            else:
-                inside |= (days >= span.lo.toordinal()) & (days <= span.hi.toordinal())
+            inside |= _inside(self._said, span, zone)
         rows = np.flatnonzero(inside)  # few: only theirs are scored
         q = np.asarray(vector, dtype=np.float32)
         sims = self.matrix[rows] @ (q / max(float(np.linalg.norm(q)), 1e-12))
@@ -319,11 +326,12 @@ class HotSet:
                                                        around, names)
 
     def said_in(self, user_id: str, version: int, vector: Vector, spans: Sequence[Span],
-                limit: int, where: Where) -> Hits | None:
+                zone: tzinfo, limit: int, where: Where) -> Hits | None:
         """See `_Entry.said_in`; None when no set is held at `version` (never loads one:
         it follows a hybrid search that did)."""
         entry = self._get(user_id, version)
-        return None if entry is None else entry.said_in(user_id, vector, spans, limit, where)
+        return None if entry is None else entry.said_in(user_id, vector, spans, zone, limit,
+                                                        where)
 
     def _entry(self, user_id: str, version: int,
                load: Callable[[], list[StoredMemory] | None]) -> _Entry | None:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from memray.core import search_filters, validate, when
 from memray.core.backend import Backend
@@ -73,7 +74,9 @@ class Recall:
                                     "top_k", 1024)
         floor = None if threshold is None else validate.similarity(threshold, "threshold")
         when = None if as_of is None else validate.moment(as_of, "as_of")
-        now = when or validate.moment(self._clock(), "clock")
+        # days are read in one zone: the question's "yesterday" and the memories' days
+        zone = ZoneInfo(self._backend.config.recall.timezone)
+        now = (when or validate.moment(self._clock(), "clock")).astimezone(zone)
         where = Where(statuses=ACTIVE if when is None else ONCE_TRUE,
                       alive_at_ms=to_ms(now), **search_filters.parse(filters))
         if not enabled:
@@ -125,8 +128,8 @@ class Recall:
         topic_ids = frozenset(r.id for r, _ in candidates
                               if topics and topics & topics_of(r))
         timed = _timed(text, candidates) if recall.w_when else None
-        dated = _dated(asked, candidates) if asked else None
-        about = _about(past, candidates) if past else frozenset()
+        dated = _dated(asked, candidates, now) if asked else None
+        about = _about(past, candidates, now) if past else frozenset()
         if plan.floor is not None:  # a plain floor, no exceptions; topic matches rank up
             return rank([c for c in candidates if c[1] >= plan.floor], recall, now=now,
                         threshold=plan.floor, cap=cap, intent_ids=topic_ids, keyword=keyword,
@@ -205,26 +208,32 @@ def _said_then(hot: HotSet, plan: SearchPlan, vector: Vector, spans: list[when.S
                have: list[tuple[MemoryRecord, float]]) -> list[tuple[MemoryRecord, float]]:
     """The `k` nearest memories said on a day of `spans` that are not among `have`."""
     ids = {r.id for r, _ in have}
-    said = hot.said_in(plan.uid, plan.version, vector, spans, k, plan.where) or []
+    said = hot.said_in(plan.uid, plan.version, vector, spans, plan.now.tzinfo or UTC, k,
+                       plan.where) or []
     return [(r, sim) for r, sim in said if r.id not in ids]
 
 
-def _about(past: list[when.Span],
-           candidates: list[tuple[MemoryRecord, float]]) -> frozenset[str]:
+def _about(past: list[when.Span], candidates: list[tuple[MemoryRecord, float]],
+           now: datetime) -> frozenset[str]:
     """The candidates about a day of `past` and about no wider a time (see `when.about`):
     evidence for a question about what happened then."""
     return frozenset(r.id for r, _ in candidates
-                     if when.about(past, when.happened(r.content, r.occurred_at or r.created_at)))
+                     if when.about(past, when.happened(r.content, _said_at(r, now))))
 
 
-def _dated(asked: list[when.Span],
-           candidates: list[tuple[MemoryRecord, float]]) -> frozenset[str]:
+def _said_at(record: MemoryRecord, now: datetime) -> datetime:
+    """When `record` was said (its message time, else its storing), in `now`'s zone."""
+    return (record.occurred_at or record.created_at).astimezone(now.tzinfo)
+
+
+def _dated(asked: list[when.Span], candidates: list[tuple[MemoryRecord, float]],
+           now: datetime) -> frozenset[str]:
     """For a question about the days `asked` (named: "in October 2023", "2023年5月", or
     counted from when it is asked: "last week", "上个月"; core/when.py `asked`), the
     candidates about a day in them: said then, or counting to it from when they were said
     ("last week", "上周")."""
     return frozenset(r.id for r, _ in candidates
-                     if when.meets(asked, when.happened(r.content, r.occurred_at or r.created_at)))
+                     if when.meets(asked, when.happened(r.content, _said_at(r, now))))
 
 
 def topics_of(record: MemoryRecord) -> frozenset[str]:

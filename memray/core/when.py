@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 
 _WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day|mon|tue|wed|thu|fri|sat|sun"
 _MONTH = (r"january|february|march|april|may|june|july|august|september|october|november|"
@@ -158,14 +158,13 @@ def asked(question: str, at: datetime | date) -> list[Span]:
 
 
 def _day_of(at: datetime | date) -> date:
-    """The UTC day of `at` (memories' times are kept in UTC), or `at` itself."""
-    if isinstance(at, datetime):
-        return (at.astimezone(UTC) if at.tzinfo else at).date()
-    return at
+    """The calendar day of `at` in its own zone (callers put question and memory times in
+    one zone: `recall.timezone`), or `at` itself."""
+    return at.date() if isinstance(at, datetime) else at
 
 
 def today(at: datetime) -> date:
-    """The day a question asked at `at` is asked on (UTC, like the memories' days)."""
+    """The day a question asked at `at` is asked on, in `at`'s zone."""
     return _day_of(at)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -189,3 +189,23 @@ def test_a_clock_without_a_zone_is_refused(tmp_path: Path, embedder: CachedEmbed
                  clock=lambda: naive) as m,
           pytest.raises(InvalidInputError, match="clock must be a timezone-aware")):
         m.search("what did I do yesterday", user_id="kim")
+
+
+def test_yesterday_is_read_in_the_configured_zone(tmp_path: Path,
+                                                  embedder: CachedEmbedder) -> None:
+    # Asked at 07:00 on 12 June in Beijing, which is still 11 June in UTC.
+    beijing = timezone(timedelta(hours=8))
+    asked_at = datetime(2024, 6, 12, 7, 0, tzinfo=beijing)
+    said = [("I went to a pottery class", datetime(2024, 6, 11, 10, 0, tzinfo=beijing)),
+            ("I went to a jazz bar with Mei", datetime(2024, 6, 10, 21, 0, tzinfo=beijing))]
+    tops = {}
+    for zone in ("Asia/Shanghai", "UTC"):
+        cfg = MemoryConfig.model_validate({"data_dir": str(tmp_path / zone.replace("/", "-")),
+                                           "recall": {"timezone": zone}})
+        with Memory(cfg, embedder=embedder, clock=lambda: asked_at) as m:
+            for text, at in said:
+                m.add(text, user_id="mei", infer=False, timestamp=at)
+            hits = m.search("what did I do yesterday?", user_id="mei")
+            tops[zone] = [h.memory.content for h in hits]
+    assert tops["Asia/Shanghai"] == [said[0][0]], tops  # 11 June in Beijing
+    assert tops["UTC"] == [said[1][0]], tops  # 10 June in UTC: 13:00 UTC that day

@@ -43,3 +43,11 @@ def test_all_zero_weights_are_refused() -> None:
     with pytest.raises(ValidationError):
         MemoryConfig.model_validate(
             {"recall": {"w_similarity": 0, "w_importance": 0, "w_recency": 0}})
+
+
+def test_recall_timezone_is_an_iana_zone() -> None:
+    cfg = MemoryConfig.model_validate({"recall": {"timezone": "Asia/Shanghai"}})
+    assert cfg.recall.timezone == "Asia/Shanghai"
+    for bad in ("Mars/Olympus", "../../etc/passwd", ""):
+        with pytest.raises(ValidationError, match="is no IANA time zone"):
+            MemoryConfig.model_validate({"recall": {"timezone": bad}})

@@ -4,6 +4,7 @@ built afresh from the rows after the write, and only the new rows are read."""
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, time
+from zoneinfo import ZoneInfo
 
 import numpy as np
 import pytest
@@ -141,11 +142,11 @@ def test_what_was_said_in_a_span_follows_the_write() -> None:
     week = [Span(date(2024, 6, 10), date(2024, 6, 16))]
 
     def said(version: int, spans: list[Span], where: Where | None = None) -> list[str]:
-        hits = hot.said_in("u", version, q, spans, 10, where or Where())
+        hits = hot.said_in("u", version, q, spans, UTC, 10, where or Where())
         assert hits is not None
         return sorted(r.content for r, _ in hits)
 
-    assert hot.said_in("u", 1, q, week, 10, Where()) is None  # never loads a set
+    assert hot.said_in("u", 1, q, week, UTC, 10, Where()) is None  # never loads a set
     assert hot.search("u", 1, q, 1, Where(), lambda: rows) is not None
     assert said(1, week) == ["cooked chili", "ran by the river"]
     assert said(1, [Span(june, june, frozenset({7}))]) == ["watched a film"]  # July, any year
@@ -154,6 +155,21 @@ def test_what_was_said_in_a_span_follows_the_write() -> None:
     hot.applied("u", [StoreOp(kind="delete", user_id="u", ids=(rows[1].record.id,)),
                       StoreOp(kind="replace", user_id="u", rows=(late,))], 1, 2)
     entry = hot._entries["u"]
-    assert entry._days is not None  # patched, not dropped
-    assert entry._days.tolist() == hotset._days(entry.records).tolist()
+    assert entry._said is not None  # patched, not dropped
+    assert entry._said.tolist() == hotset._said(entry.records).tolist()
     assert said(2, week) == ["hiked the ridge", "ran by the river"]
+
+
+def test_the_days_said_are_read_in_the_zone_asked() -> None:
+    # said at 20:00 UTC on Friday 14 June: Saturday the 15th at 04:00 in Beijing
+    late = _on("watched a film", 0, date(2024, 6, 14))
+    late = StoredMemory(late.record.model_copy(update={"occurred_at": datetime(
+        2024, 6, 14, 20, tzinfo=UTC)}), late.vector)
+    hot = HotSet(dim=4)
+    q, friday = np.ones(4, np.float32), [Span(date(2024, 6, 14), date(2024, 6, 14))]
+    assert hot.search("u", 1, q, 1, Where(), lambda: [late]) is not None
+    beijing = ZoneInfo("Asia/Shanghai")
+    assert len(hot.said_in("u", 1, q, friday, UTC, 10, Where()) or []) == 1
+    assert hot.said_in("u", 1, q, friday, beijing, 10, Where()) == []
+    saturday = [Span(date(2024, 6, 15), date(2024, 6, 15))]
+    assert len(hot.said_in("u", 1, q, saturday, beijing, 10, Where()) or []) == 1

@@ -212,11 +212,11 @@ def test_seasons_and_weekends_in_questions(query: str, days: tuple[str, str]) ->
     assert _days(asked(query, AT)) == [days]
 
 
-def test_a_question_is_asked_on_its_utc_day() -> None:
-    beijing = datetime(2023, 7, 21, 1, 0, tzinfo=timezone(timedelta(hours=8)))  # 20th UTC
-    assert today(beijing) == AT
-    assert _days(asked("what did I do yesterday", beijing)) == [("2023-07-19", "2023-07-19")]
-    assert today(datetime(2023, 7, 20, 23, 0, tzinfo=UTC)) == AT
+def test_a_question_is_asked_on_its_day_in_its_own_zone() -> None:
+    beijing = datetime(2023, 7, 21, 7, 0, tzinfo=timezone(timedelta(hours=8)))  # 20th UTC
+    assert today(beijing) == date(2023, 7, 21)
+    assert _days(asked("what did I do yesterday", beijing)) == [("2023-07-20", "2023-07-20")]
+    assert today(beijing.astimezone(UTC)) == AT
 
 
 def test_a_span_is_over_once_its_last_day_has_passed() -> None:
