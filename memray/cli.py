@@ -548,9 +548,9 @@ def bench_locomo(args: argparse.Namespace) -> int:
             print(f"--set {item!r}: expected SECTION.KEY=JSON", file=sys.stderr)
             return 2
         config.setdefault(section, {})[key] = json.loads(raw)
-    if args.cv and (args.rerank_llm or args.every != 1):
-        print("--cv takes every question and no reranker: drop --every / --rerank-llm",
-              file=sys.stderr)
+    if args.cv and (args.rerank_llm or args.every != 1 or args.relevance):
+        print("--cv takes every question, ranked only, and no reranker: drop --every / "
+              "--rerank-llm / --relevance", file=sys.stderr)
         return 2
     if args.every < 1 or args.rerank_k < 1:
         print("--every and --rerank-k are at least 1", file=sys.stderr)

@@ -2,7 +2,8 @@
 
 Each conversation is one user. `turns` stores every turn with `add(infer=False)`;
 `observations` stores the dataset's LLM-written observations. Each question (category 5,
-adversarial, excluded) is searched with `top_k=max(k)` and no threshold; a hit counts when
+adversarial, excluded) is searched with `top_k=max(k)` and no threshold (with `relevance`,
+with the relevance decision, as an agent searches); a hit counts when
 its `dia_id` is one of the question's evidence turns. Metrics per category and overall:
 recall@k (share of evidence turns found, averaged over questions), all@k (every evidence
 turn found), MRR (1 / rank of the first evidence hit). A conversation with `asked_at` (a

@@ -205,11 +205,16 @@ class _Entry:
         rows = np.flatnonzero(inside)  # few: only theirs are scored
         q = np.asarray(vector, dtype=np.float32)
         sims = self.matrix[rows] @ (q / max(float(np.linalg.norm(q)), 1e-12))
+        return self._kept(((int(rows[j]), float(sims[j])) for j in best_first(sims, limit)),
+                          user_id, limit, where)
+
+    def _kept(self, order: Iterator[tuple[int, float]], user_id: str, limit: int,
+              where: Where) -> Hits:
+        """The first `limit` rows of `order` (row, similarity) that satisfy `where`."""
         out: Hits = []
-        for j in best_first(sims, limit):
-            i = int(rows[j])
+        for i, sim in order:
             if matches(self.records[i], user_id, where):
-                out.append((self.records[i], float(sims[j])))
+                out.append((self.records[i], sim))
                 if len(out) == limit:
                     break
         return out
@@ -236,13 +241,7 @@ class _Entry:
         rows = self.narrowed(where)
         order = best_first(sims, limit) if rows is None else best_first(
             np.where(rows, sims, -np.inf), limit, above=-2.0)
-        out: Hits = []
-        for i in order:
-            if matches(self.records[i], user_id, where):
-                out.append((self.records[i], float(sims[i])))
-                if len(out) == limit:
-                    break
-        return out
+        return self._kept(((i, float(sims[i])) for i in order), user_id, limit, where)
 
 
 class HotSet:

@@ -128,8 +128,11 @@ class Recall:
         topic_ids = frozenset(r.id for r, _ in candidates
                               if topics and topics & topics_of(r))
         timed = _timed(text, candidates) if recall.w_when else None
-        dated = _dated(asked, candidates, now) if asked else None
-        about = _about(past, candidates, now) if past else frozenset()
+        said = _days_said(candidates, now) if asked else {}
+        dated = (frozenset(i for i, days in said.items() if when.meets(asked, days))
+                 if asked else None)
+        # evidence for a question about what happened then (see `when.about`)
+        about = frozenset(i for i, days in said.items() if when.about(past, days))
         if plan.floor is not None:  # a plain floor, no exceptions; topic matches rank up
             return rank([c for c in candidates if c[1] >= plan.floor], recall, now=now,
                         threshold=plan.floor, cap=cap, intent_ids=topic_ids, keyword=keyword,
@@ -213,27 +216,12 @@ def _said_then(hot: HotSet, plan: SearchPlan, vector: Vector, spans: list[when.S
     return [(r, sim) for r, sim in said if r.id not in ids]
 
 
-def _about(past: list[when.Span], candidates: list[tuple[MemoryRecord, float]],
-           now: datetime) -> frozenset[str]:
-    """The candidates about a day of `past` and about no wider a time (see `when.about`):
-    evidence for a question about what happened then."""
-    return frozenset(r.id for r, _ in candidates
-                     if when.about(past, when.happened(r.content, _said_at(r, now))))
-
-
-def _said_at(record: MemoryRecord, now: datetime) -> datetime:
-    """When `record` was said (its message time, else its storing), in `now`'s zone."""
-    return (record.occurred_at or record.created_at).astimezone(now.tzinfo)
-
-
-def _dated(asked: list[when.Span], candidates: list[tuple[MemoryRecord, float]],
-           now: datetime) -> frozenset[str]:
-    """For a question about the days `asked` (named: "in October 2023", "2023年5月", or
-    counted from when it is asked: "last week", "上个月"; core/when.py `asked`), the
-    candidates about a day in them: said then, or counting to it from when they were said
-    ("last week", "上周")."""
-    return frozenset(r.id for r, _ in candidates
-                     if when.meets(asked, when.happened(r.content, _said_at(r, now))))
+def _days_said(candidates: list[tuple[MemoryRecord, float]],
+               now: datetime) -> dict[str, list[when.Span]]:
+    """The days each candidate is about (`when.happened`): the day it was said (its
+    message time, else its storing, in `now`'s zone) and those it counts to or names."""
+    return {r.id: when.happened(r.content, (r.occurred_at or r.created_at).astimezone(
+        now.tzinfo)) for r, _ in candidates}
 
 
 def topics_of(record: MemoryRecord) -> frozenset[str]:

@@ -110,9 +110,6 @@ class Span:
             return bool(months & span.month_set())
         return self.lo <= other.hi and other.lo <= self.hi
 
-    def stretched(self, days: int) -> Span:
-        return Span(self.lo, self.hi + timedelta(days=days), self.months)
-
     def width(self) -> int:
         """Days between the first and the last (31 a month of any year)."""
         return 31 * len(self.months) - 1 if self.months else (self.hi - self.lo).days
@@ -305,8 +302,9 @@ def _named_period(day: date, step: int, what: str) -> Span | None:
     if what in _SEASONS:
         return _season(day, step, what)
     if what == "weekend":  # this one: the one holding `day`, else the coming one
-        saturday = day + timedelta(days=5 - day.weekday())  # a Sunday's is the day before
-        return _shift(saturday, 7 * step, "day").stretched(1)
+        # a Sunday's Saturday is the day before
+        saturday = day + timedelta(days=5 - day.weekday(), weeks=step)
+        return Span(saturday, saturday + timedelta(days=1))
     return _shift(day, step, what)
 
 

@@ -70,6 +70,7 @@ def test_bench_serve_passes_the_warmup_and_refuses_a_negative_one(
 @pytest.mark.parametrize(("extra", "said"), [
     (["--cv", "--rerank-llm", "qwen2.5-coder-1.5b-instruct-q4_k_m"], "--cv takes every"),
     (["--cv", "--every", "3"], "--cv takes every"),
+    (["--cv", "--relevance"], "--cv takes every"),
     (["--every", "0"], "at least 1"),
     (["--rerank-k", "0"], "at least 1"),
 ])
