@@ -170,8 +170,9 @@ def _bench_parser(sub: Any) -> None:
     lo.add_argument("--embedder", default=None, metavar="MODEL", help="embedder.model, e.g. "
                     "use-multilingual-v3 or all-MiniLM-L6-v2*0.5+use-multilingual-v3*0.5 "
                     "(default: the config default)")
-    lo.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=JSON",
-                    help="a config override, e.g. recall.w_when=0.2 (repeatable)")
+    lo.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                    help="a config override, e.g. recall.w_when=0.2 or recall.hot_set=off "
+                    "(a JSON value, else the word; repeatable)")
     lo.add_argument("--cv", action="store_true", help="4-fold cross-validation over the "
                     "conversations: tune a small grid on the others, report each held out")
     lo.add_argument("--grid", default=None, metavar="JSON", help="for --cv, the knobs and "
@@ -528,6 +529,27 @@ def new_key(args: argparse.Namespace) -> int:
     return 0
 
 
+def _set_value(raw: str) -> Any:
+    """A `--set` value: JSON (0.2, true, [1, 2]), else the word itself (`hot_set=off`)."""
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+def _config_errors(config: dict[str, Any]) -> str:
+    """What is wrong with the overrides, field by field ("" when nothing is)."""
+    from pydantic import ValidationError
+
+    from memray.config import MemoryConfig
+
+    try:
+        MemoryConfig.model_validate(config)
+    except ValidationError as exc:
+        return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+    return ""
+
+
 def bench_locomo(args: argparse.Namespace) -> int:
     from memray.bench.locomo import LocomoArgs, run, table
 
@@ -545,9 +567,12 @@ def bench_locomo(args: argparse.Namespace) -> int:
         dotted, _, raw = item.partition("=")
         section, _, key = dotted.partition(".")
         if not key or not raw:
-            print(f"--set {item!r}: expected SECTION.KEY=JSON", file=sys.stderr)
+            print(f"--set {item!r}: expected SECTION.KEY=VALUE", file=sys.stderr)
             return 2
-        config.setdefault(section, {})[key] = json.loads(raw)
+        config.setdefault(section, {})[key] = _set_value(raw)
+    if bad := _config_errors(config):
+        print(f"--set: {bad}", file=sys.stderr)
+        return 2
     if args.cv and (args.rerank_llm or args.every != 1 or args.relevance):
         print("--cv takes every question, ranked only, and no reranker: drop --every / "
               "--rerank-llm / --relevance", file=sys.stderr)

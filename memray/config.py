@@ -129,7 +129,7 @@ class RecallConfig(BaseModel):
     def _known_zone(cls, name: str) -> str:
         try:
             ZoneInfo(name)
-        except (ZoneInfoNotFoundError, ValueError) as exc:
+        except (ZoneInfoNotFoundError, ValueError, OSError) as exc:  # a folder: IsADirectoryError
             raise ValueError(f"recall.timezone {name!r} is no IANA time zone "
                              "(e.g. UTC, Asia/Shanghai, Europe/Berlin)") from exc
         return name
@@ -176,7 +176,8 @@ class RecallConfig(BaseModel):
                           "that is over (named, or counted from when it is asked: \"what "
                           "did I do last week\", 上个月; not \"tomorrow\" or \"this "
                           "weekend\"), the nearest this many memories said then join the "
-                          "candidates (needs the hot set, so not with `as_of`), and a "
+                          "candidates (from the hot set, else a store search filtered to "
+                          "those days), and a "
                           "memory about a day in it (and no wider a time) is relevant like "
                           "a topic match (not with an explicit `threshold`). 0: the time "
                           "only ranks (w_date).")

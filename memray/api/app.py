@@ -218,7 +218,8 @@ async def search(req: s.SearchRequest, key: Key, memory: AsyncMem) -> Any:
     hits = await memory.search(
         req.query, user_id=req.user_id, top_k=req.top_k,
         filters=req.filters.model_dump(mode="json", exclude_none=True) if req.filters else None,
-        threshold=req.threshold, min_version=req.min_version, as_of=req.as_of)
+        threshold=req.threshold, min_version=req.min_version, as_of=req.as_of,
+        timezone=req.timezone)
     return {"results": hits}
 
 
@@ -227,7 +228,8 @@ async def search(req: s.SearchRequest, key: Key, memory: AsyncMem) -> Any:
 async def context(req: s.ContextRequest, key: Key, memory: AsyncMem) -> Any:
     require_scope(key, req.user_id)
     text = await memory.context(req.query, user_id=req.user_id, session_id=req.session_id,
-                                min_version=req.min_version, as_of=req.as_of)
+                                min_version=req.min_version, as_of=req.as_of,
+                                timezone=req.timezone)
     return {"context": text}
 
 

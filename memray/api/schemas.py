@@ -5,9 +5,17 @@ API does. Unknown fields are rejected (422)."""
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
+from zoneinfo import available_timezones
 
 from fastapi import FastAPI, Path, Query
-from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+)
 from starlette.convertors import Convertor, register_url_convertor
 
 from memray.core.validate import MAX_SCOPE_BYTES
@@ -217,6 +225,26 @@ class SearchFilters(BaseModel):
     min_importance: Annotated[float, Field(ge=-1, le=1), JSON_NUMBER] | None = None
 
 
+# The zones this server knows, listed in the schema: a name it would refuse is not
+# schema-valid (the message of a refusal stays short; pydantic's enum one lists them all).
+_ZONES = sorted(available_timezones())
+_ZONE_SET = frozenset(_ZONES)
+
+
+def _known_zone(name: str) -> str:
+    if name not in _ZONE_SET:
+        raise ValueError(f"{name[:80]!r} is no IANA time zone this server knows "
+                         "(e.g. UTC, Asia/Shanghai, Europe/Berlin)")
+    return name
+
+
+TimeZone = Annotated[str, AfterValidator(_known_zone), Field(
+    json_schema_extra={"enum": _ZONES}, description=(
+        "The user's IANA time zone (e.g. Asia/Shanghai), whose calendar days \"yesterday\" "
+        "and \"last week\" in the query and the days memories were said are read in. "
+        "Default: the server's `recall.timezone`."))]
+
+
 class SearchRequest(BaseModel):
     model_config = _STRICT
 
@@ -230,6 +258,7 @@ class SearchRequest(BaseModel):
                                         "409 if the log does not reach it within the "
                                         "bounded wait.")
     as_of: IsoTime | None = Field(None, description=AS_OF)
+    timezone: TimeZone | None = None
 
 
 class ContextRequest(BaseModel):
@@ -241,6 +270,7 @@ class ContextRequest(BaseModel):
     min_version: Version | None = Field(None, description="As in search.")
     as_of: IsoTime | None = Field(None, description=AS_OF + " A fact that stopped holding "
                                   "says until when.")
+    timezone: TimeZone | None = None
 
 
 class UpdateRequest(BaseModel):

@@ -112,13 +112,13 @@ class AsyncMemory:
     async def search(self, query: str, *, user_id: str, top_k: int | None = None,
                      filters: dict[str, Any] | None = None, threshold: float | None = None,
                      min_version: int | None = None, as_of: datetime | str | None = None,
-                     ) -> list[SearchHit]:
+                     timezone: str | None = None) -> list[SearchHit]:
         """`Memory.search`, awaited (same arguments, results and errors)."""
         recall = self.memory._recall
         plan = await asyncio.to_thread(
             recall.plan, query, user_id=user_id, top_k=top_k, filters=filters,
             threshold=threshold, min_version=min_version, as_of=as_of,
-            enabled=self.memory.enabled)
+            timezone=timezone, enabled=self.memory.enabled)
         if plan is None:
             return []
         vector = (await aembed(plan.embedder, [plan.text]))[0]
@@ -127,9 +127,10 @@ class AsyncMemory:
     @tracing.memory_operation("search_memory")
     async def context(self, query: str, *, user_id: str, session_id: str | None = None,
                       min_version: int | None = None, as_of: datetime | str | None = None,
-                      ) -> str:
+                      timezone: str | None = None) -> str:
         """`Memory.context`, awaited."""
-        hits = await self.search(query, user_id=user_id, min_version=min_version, as_of=as_of)
+        hits = await self.search(query, user_id=user_id, min_version=min_version, as_of=as_of,
+                                 timezone=timezone)
         session = [] if session_id is None else await asyncio.to_thread(
             self.memory.session_memories, user_id=user_id, session_id=session_id)
         return prompt_section(hits, session)

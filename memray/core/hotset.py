@@ -17,7 +17,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
-from datetime import time as clock_time
 from typing import NamedTuple
 
 import numpy as np
@@ -67,8 +66,7 @@ def _inside(said: np.ndarray, span: Span, zone: tzinfo) -> np.ndarray:
         shift = (datetime.now(zone).utcoffset() or timedelta()).total_seconds()
         months = (said + int(shift)).astype("datetime64[s]").astype("datetime64[M]")
         return np.isin(months.astype(np.int64) % 12 + 1, list(span.months))
-    start = datetime.combine(span.lo, clock_time(), zone).timestamp()
-    end = datetime.combine(span.hi + timedelta(days=1), clock_time(), zone).timestamp()
+    ((start, end),) = span.bounds(zone, range(0))
     return (said >= start) & (said < end)
 
 

@@ -231,7 +231,7 @@ class Memory:
     def search(self, query: str, *, user_id: str, top_k: int | None = None,
                filters: dict[str, Any] | None = None, threshold: float | None = None,
                min_version: int | None = None, as_of: datetime | str | None = None,
-               ) -> list[SearchHit]:
+               timezone: str | None = None) -> list[SearchHit]:
         """The user's active memories relevant to `query`, best first.
 
         Candidates from inside the user's partition: the `recall.candidate_k` (or `top_k`,
@@ -247,22 +247,27 @@ class Memory:
         read at least that version of the user's memories, waiting up to
         `recall.min_version_wait_s`; StaleReadError if not reached. `as_of` (an aware
         datetime or ISO string): what was true then instead, superseded memories included
-        while they held (`valid_since` .. `valid_to`), never deleted ones.
+        while they held (`valid_since` .. `valid_to`), never deleted ones. `timezone` (an
+        IANA name, default `recall.timezone`): the user's zone, whose calendar days
+        "yesterday" and "last week" in the query and the days memories were said are
+        read in.
         """
         plan = self._recall.plan(query, user_id=user_id, top_k=top_k, filters=filters,
                                  threshold=threshold, min_version=min_version, as_of=as_of,
-                                 enabled=self.enabled)
+                                 timezone=timezone, enabled=self.enabled)
         if plan is None:
             return []
         return self._recall.found(plan, plan.embedder.embed([plan.text])[0])
 
     @tracing.memory_operation("search_memory")
     def context(self, query: str, *, user_id: str, session_id: str | None = None,
-                min_version: int | None = None, as_of: datetime | str | None = None) -> str:
+                min_version: int | None = None, as_of: datetime | str | None = None,
+                timezone: str | None = None) -> str:
         """A prompt section of the memories `search` recalls, plus this session's
         session-only facts when `session_id` is given; "" when none apply. With `as_of`,
-        a fact that stopped holding says until when."""
-        hits = self.search(query, user_id=user_id, min_version=min_version, as_of=as_of)
+        a fact that stopped holding says until when. `timezone`: as in `search`."""
+        hits = self.search(query, user_id=user_id, min_version=min_version, as_of=as_of,
+                           timezone=timezone)
         session = self.session_memories(user_id=user_id, session_id=session_id) \
             if session_id is not None else []
         return prompt_section(hits, session)

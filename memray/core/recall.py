@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -35,6 +36,8 @@ ACTIVE = (MemoryStatus.ACTIVE.value,)
 ONCE_TRUE = (MemoryStatus.ACTIVE.value, MemoryStatus.SUPERSEDED.value,
              MemoryStatus.EXPIRED.value)
 Searcher = Callable[[Vector, int, Where], list[tuple[MemoryRecord, float]]]
+# "in June" asked without a year, searched in the store: that month of this many years
+_MONTH_YEARS = 10
 
 
 @dataclass(frozen=True)
@@ -62,11 +65,12 @@ class Recall:
     def plan(self, query: str, *, user_id: str, top_k: int | None = None,
              filters: dict[str, Any] | None = None, threshold: float | None = None,
              min_version: int | None = None, as_of: object = None,
-             enabled: bool = True) -> SearchPlan | None:
+             timezone: object = None, enabled: bool = True) -> SearchPlan | None:
         """`Memory.search` up to its query embedding: the arguments checked and the user's
         version read (None: memory is disabled). `found` does the rest with the vector.
         `as_of`: what was true then, read from the store (the hot set holds only what is
-        active now)."""
+        active now). `timezone`: the IANA zone whose days the question and the memories
+        are read in (default `recall.timezone`)."""
         cfg = self._backend.config
         uid = validate.user_id(user_id)
         text = validate.content(query, cfg.max_content_chars)
@@ -75,7 +79,8 @@ class Recall:
         floor = None if threshold is None else validate.similarity(threshold, "threshold")
         when = None if as_of is None else validate.moment(as_of, "as_of")
         # days are read in one zone: the question's "yesterday" and the memories' days
-        zone = ZoneInfo(self._backend.config.recall.timezone)
+        zone = (ZoneInfo(cfg.recall.timezone) if timezone is None
+                else validate.zone(timezone))
         now = (when or validate.moment(self._clock(), "clock")).astimezone(zone)
         where = Where(statuses=ACTIVE if when is None else ONCE_TRUE,
                       alive_at_ms=to_ms(now), **search_filters.parse(filters))
@@ -119,8 +124,8 @@ class Recall:
         # Only a time that is over asks what was said then; "this weekend", "tomorrow" and
         # "next week" are mostly a plan's: they only rank.
         past = [s for s in asked if s.over_by(when.today(now))] if recall.window_k else []
-        if past and plan.hot is not None:
-            candidates += _said_then(plan.hot, plan, vector, past, recall.window_k, candidates)
+        if past:
+            candidates += _said_then(plan, search, vector, past, recall.window_k, candidates)
         topics = query_topics(text) if recall.intent_k else frozenset()
         if topics and len(candidates) >= limit:  # fewer: every memory is a candidate already
             candidates += self._topic_candidates(search, vector, where, topics,
@@ -207,13 +212,28 @@ def _timed(query: str, candidates: list[tuple[MemoryRecord, float]]) -> frozense
     return frozenset(r.id for r, _ in candidates if when.anchored(r.content))
 
 
-def _said_then(hot: HotSet, plan: SearchPlan, vector: Vector, spans: list[when.Span], k: int,
-               have: list[tuple[MemoryRecord, float]]) -> list[tuple[MemoryRecord, float]]:
-    """The `k` nearest memories said on a day of `spans` that are not among `have`."""
+def _said_then(plan: SearchPlan, search: Searcher, vector: Vector, spans: list[when.Span],
+               k: int, have: list[tuple[MemoryRecord, float]]) -> list[tuple[MemoryRecord, float]]:
+    """The `k` nearest memories said on a day of `spans` that are not among `have`: from
+    the hot set where it holds the user, else a store search filtered to those days (a
+    search `as_of`, a user too big for the hot set, a deployment without one)."""
+    zone = plan.now.tzinfo or UTC
+    said = None if plan.hot is None else plan.hot.said_in(
+        plan.uid, plan.version, vector, spans, zone, k, plan.where)
+    if said is None:
+        if plan.hot is not None:  # its `search` would load the user to filter row by row
+            search = partial(plan.store.search, plan.uid)
+        said = search(vector, k, replace(plan.where, said_within_ms=_ranges_ms(spans, plan.now)))
     ids = {r.id for r, _ in have}
-    said = hot.said_in(plan.uid, plan.version, vector, spans, plan.now.tzinfo or UTC, k,
-                       plan.where) or []
     return [(r, sim) for r, sim in said if r.id not in ids]
+
+
+def _ranges_ms(spans: list[when.Span], now: datetime) -> tuple[tuple[int, int], ...]:
+    """The epoch-ms ranges of `spans`' days in `now`'s zone; a month of any year ("in
+    June"), in each of the last `_MONTH_YEARS` years."""
+    years = range(now.year - _MONTH_YEARS + 1, now.year + 1)
+    return tuple((int(lo * 1000), int(hi * 1000))
+                 for span in spans for lo, hi in span.bounds(now.tzinfo or UTC, years))
 
 
 def _days_said(candidates: list[tuple[MemoryRecord, float]],

@@ -7,6 +7,7 @@ import math
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from memray.core.ids import is_memory_id
 from memray.errors import InvalidInputError
@@ -120,6 +121,17 @@ def similarity(value: object, name: str) -> float:
     if not -1.0 <= float(value) <= 1.0:
         raise InvalidInputError(f"{name} must be in -1..1, got {value!r}")
     return float(value)
+
+
+def zone(value: object, name: str = "timezone") -> ZoneInfo:
+    """An IANA time zone by name ("Asia/Shanghai", "UTC")."""
+    if not isinstance(value, str) or not value or len(value) > 64:
+        raise InvalidInputError(f"{name} must be an IANA time zone name, got {value!r}")
+    try:
+        return ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:  # a folder: IsADirectoryError
+        raise InvalidInputError(f"{name} {value!r} is no IANA time zone (e.g. UTC, "
+                                "Asia/Shanghai, Europe/Berlin)") from exc
 
 
 def moment(value: object, name: str) -> datetime:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import date, datetime, timedelta, tzinfo
+from datetime import time as clock_time
 
 _WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day|mon|tue|wed|thu|fri|sat|sun"
 _MONTH = (r"january|february|march|april|may|june|july|august|september|october|november|"
@@ -118,6 +119,16 @@ class Span:
         """Whether the span ended before `day` (a month of any year: unless it holds it)."""
         return day.month not in self.months if self.months else self.hi < day
 
+    def bounds(self, zone: tzinfo, years: range) -> list[tuple[float, float]]:
+        """The span as epoch seconds, each range from the start of its first day to the
+        start of the day after its last, days read in `zone`; a month of any year, that
+        month of each of `years`."""
+        if not self.months:
+            return [(_midnight(self.lo, zone), _midnight(self.hi + timedelta(days=1), zone))]
+        return [(_midnight(date(y, m, 1), zone), _midnight(_month_span(y, m).hi
+                                                             + timedelta(days=1), zone))
+                for y in years for m in sorted(self.months)]
+
     def month_set(self) -> frozenset[int]:
         """The calendar months the span touches (all twelve from a year on)."""
         if (self.hi - self.lo).days >= 365:
@@ -127,6 +138,10 @@ class Span:
             out.add(m)
             y, m = (y + 1, 1) if m == 12 else (y, m + 1)
         return frozenset(out)
+
+
+def _midnight(day: date, zone: tzinfo) -> float:
+    return datetime.combine(day, clock_time(), zone).timestamp()
 
 
 def named_dates(text: str, year: int | None = None) -> list[Span]:

@@ -140,6 +140,10 @@ class MemoryTools:
                                               "identity, preference, constraint, fact, "
                                               "task_state, behavior, summary, message.")] = None,
             as_of: AsOf = None,
+            timezone: Annotated[str | None, Field(description="The user's IANA time zone "
+                                                  "(e.g. Asia/Shanghai), whose days "
+                                                  "'yesterday' and 'last week' mean "
+                                                  "(default: the server's).")] = None,
     ) -> dict[str, Any]:
         """Recall the user's memories relevant to a query, best first, each with its
         similarity (cosine, -1..1) and dates. Irrelevant memories are left out, so an empty
@@ -147,7 +151,8 @@ class MemoryTools:
         filters = {"type": memory_type} if memory_type else None
         return await self._run(ctx, user_id, lambda: {"results": [
             _hit_view(h) for h in self._memory.search(query, user_id=user_id, top_k=top_k,
-                                                       filters=filters, as_of=as_of)]})
+                                                       filters=filters, as_of=as_of,
+                                                       timezone=timezone)]})
 
     async def get_memories(
             self, user_id: UserId, ctx: Context,

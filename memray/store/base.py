@@ -20,6 +20,9 @@ class Where:
 
     `alive_at_ms`: keep only memories with no expiry or expiry after this epoch-ms time.
     `after_id`: keep only ids greater than this (ids are time-ordered).
+    `said_within_ms`: keep only memories said inside one of these epoch-ms ranges (start
+    included, end excluded); said is the message time where a memory has one, else its
+    storing (`created_at`).
     """
 
     ids: tuple[str, ...] = ()
@@ -35,6 +38,7 @@ class Where:
     created_before_ms: int | None = None
     min_importance: float | None = None
     after_id: str | None = None
+    said_within_ms: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,20 @@ def _slots(exact: tuple[str, ...], prefixes: tuple[str, ...]) -> str:
     return "(" + " or ".join(terms) + ")"
 
 
+def _said(ranges: tuple[tuple[int, int], ...]) -> str:
+    """Said inside one of `ranges`: the message time (`payload["occurred_at"]`, epoch ms)
+    where a memory has one, else `created_at`. `exists`, not a comparison with a missing
+    key, which milvus-lite and Milvus 2.3 negate differently (null against false)."""
+    occurred, created = [], []
+    for lo, hi in ranges:
+        a, b = _number(lo), _number(hi)
+        occurred.append(f'(payload["occurred_at"] >= {a} and payload["occurred_at"] < {b})')
+        created.append(f"(created_at >= {a} and created_at < {b})")
+    # parenthesised: Milvus 2.3 reads `exists x and y` as `exists (x and y)`
+    return (f'(((exists payload["occurred_at"]) and ({" or ".join(occurred)})) or '
+            f'((not exists payload["occurred_at"]) and ({" or ".join(created)})))')
+
+
 def build_filter(user_id: str, where: Where) -> str:
     """`user_id == <user>` ANDed with every condition set in `where`."""
     parts = [f"user_id == {quote(user_id)}"]
@@ -68,6 +82,17 @@ def build_filter(user_id: str, where: Where) -> str:
         parts.append(f"agent_id == {quote(where.agent_id)}")
     if where.session_id is not None:
         parts.append(f"session_id == {quote(where.session_id)}")
+    parts += _times(where)
+    if where.min_importance is not None:
+        parts.append(f"importance >= {_number(where.min_importance)}")
+    if where.after_id is not None:
+        parts.append(f"id > {quote(where.after_id)}")
+    return " and ".join(parts)
+
+
+def _times(where: Where) -> list[str]:
+    """The conditions on when a memory expires, was stored and was said."""
+    parts = []
     if where.alive_at_ms is not None:
         t = _number(where.alive_at_ms)
         parts.append(f"(expires_at == 0 or expires_at > {t})")
@@ -75,11 +100,9 @@ def build_filter(user_id: str, where: Where) -> str:
         parts.append(f"created_at > {_number(where.created_after_ms)}")
     if where.created_before_ms is not None:
         parts.append(f"created_at < {_number(where.created_before_ms)}")
-    if where.min_importance is not None:
-        parts.append(f"importance >= {_number(where.min_importance)}")
-    if where.after_id is not None:
-        parts.append(f"id > {quote(where.after_id)}")
-    return " and ".join(parts)
+    if where.said_within_ms:
+        parts.append(_said(where.said_within_ms))
+    return parts
 
 
 def matches(r: MemoryRecord, user_id: str, w: Where) -> bool:
@@ -102,6 +125,15 @@ def matches(r: MemoryRecord, user_id: str, w: Where) -> bool:
         return False
     if w.session_id is not None and (r.session_id or "") != w.session_id:
         return False
+    if not _times_match(r, w):
+        return False
+    if w.min_importance is not None and r.importance < w.min_importance:
+        return False
+    return not (w.after_id is not None and r.id <= w.after_id)
+
+
+def _times_match(r: MemoryRecord, w: Where) -> bool:
+    """`_times(w)` evaluated on `r`."""
     expires = to_ms(r.expires_at)
     if w.alive_at_ms is not None and expires and expires <= w.alive_at_ms:
         return False
@@ -110,6 +142,5 @@ def matches(r: MemoryRecord, user_id: str, w: Where) -> bool:
         return False
     if w.created_before_ms is not None and created >= w.created_before_ms:
         return False
-    if w.min_importance is not None and r.importance < w.min_importance:
-        return False
-    return not (w.after_id is not None and r.id <= w.after_id)
+    said = to_ms(r.occurred_at) if r.occurred_at is not None else created
+    return not w.said_within_ms or any(lo <= said < hi for lo, hi in w.said_within_ms)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, time, timedelta, timezone
 from pathlib import Path
 
+import httpx
 import pytest
 from test_api_http import ALICE, Served, auth
 
@@ -154,21 +155,23 @@ LAST_WEEK = set(range(3, 10))  # Monday 3 to Sunday 9 June: 9 to 3 days before t
 def test_a_question_about_last_week_or_yesterday_finds_what_was_said_then(
         tmp_path: Path, embedder: CachedEmbedder) -> None:
     found = {}
-    for window_k in (10, 0):
-        cfg = MemoryConfig.model_validate({"data_dir": str(tmp_path / str(window_k)),
-                                           "recall": {"window_k": window_k}})
+    # "store": no hot set, the window is a search filtered to those days in the store
+    for run, window_k, hot_set in (("hot", 10, "auto"), ("store", 10, "off"), ("off", 0, "auto")):
+        cfg = MemoryConfig.model_validate({"data_dir": str(tmp_path / run), "recall": {
+            "window_k": window_k, "hot_set": hot_set}})
         with Memory(cfg, embedder=embedder, clock=lambda: ASKED) as m:
             said = _said_days_ago(m, "kim", ASKED.date())
-            found[window_k] = {q: [said[h.memory.id] for h in m.search(q, user_id="kim")]
-                               for q in ("What did I do last week?", "上周我做了什么",
-                                         "what did I get up to yesterday")}
-    week_en, week_zh, yesterday = found[10].values()
-    assert set(week_en[:7]) == LAST_WEEK, week_en  # all seven days, first
-    # MiniLM cannot read it: keyword matches (做了) from other weeks rank among them
-    assert len(LAST_WEEK & set(week_zh)) >= 5, week_zh
-    assert yesterday[0] == 1, yesterday
+            found[run] = {q: [said[h.memory.id] for h in m.search(q, user_id="kim")]
+                          for q in ("What did I do last week?", "上周我做了什么",
+                                    "what did I get up to yesterday")}
+    for run in ("hot", "store"):
+        week_en, week_zh, yesterday = found[run].values()
+        assert set(week_en[:7]) == LAST_WEEK, (run, week_en)  # all seven days, first
+        # MiniLM cannot read it: keyword matches (做了) from other weeks rank among them
+        assert len(LAST_WEEK & set(week_zh)) >= 5, (run, week_zh)
+        assert yesterday[0] == 1, (run, yesterday)
     # the ablation: without the window only what the similarity happens to reach
-    assert len(LAST_WEEK & set(found[0]["What did I do last week?"])) < 7, found[0]
+    assert len(LAST_WEEK & set(found["off"]["What did I do last week?"])) < 7, found["off"]
 
 
 def test_a_question_counts_from_as_of_when_given(tmp_path: Path,
@@ -177,10 +180,17 @@ def test_a_question_counts_from_as_of_when_given(tmp_path: Path,
     with Memory(MemoryConfig(data_dir=str(tmp_path / "d")), embedder=embedder,
                 clock=lambda: far) as m:
         said = _said_days_ago(m, "kim", datetime.now(UTC).date())
-        then = datetime.now(UTC) - timedelta(days=20)  # "yesterday" is 21 days ago
+        then = datetime.now(UTC) - timedelta(days=5)  # "yesterday" is 6 days ago
         hits = m.search("what did I get up to yesterday", user_id="kim", as_of=then)
-        assert hits and said[hits[0].memory.id] == 21, [said[h.memory.id] for h in hits]
-        assert all(said[h.memory.id] >= 20 for h in hits)  # nothing said after `then`
+        assert hits and said[hits[0].memory.id] == 6, [said[h.memory.id] for h in hits]
+        assert all(said[h.memory.id] >= 5 for h in hits)  # nothing said after `then`
+        # an as_of search has no hot set: the week is found by a filtered store search
+        monday = then.date() - timedelta(days=then.weekday() + 7)
+        week = {(datetime.now(UTC).date() - (monday + timedelta(days=d))).days
+                for d in range(7)}
+        hits = m.search("What did I do last week?", user_id="kim", as_of=then)
+        assert set([said[h.memory.id] for h in hits][:7]) == week, (
+            week, [said[h.memory.id] for h in hits])
 
 
 def test_a_clock_without_a_zone_is_refused(tmp_path: Path, embedder: CachedEmbedder) -> None:
@@ -207,5 +217,53 @@ def test_yesterday_is_read_in_the_configured_zone(tmp_path: Path,
                 m.add(text, user_id="mei", infer=False, timestamp=at)
             hits = m.search("what did I do yesterday?", user_id="mei")
             tops[zone] = [h.memory.content for h in hits]
+            if zone == "UTC":  # the user's own zone, per search, over the server's
+                beijing_user = m.search("what did I do yesterday?", user_id="mei",
+                                        timezone="Asia/Shanghai")
+                with pytest.raises(InvalidInputError, match="'Mars/Olympus' is no IANA"):
+                    m.search("what did I do yesterday?", user_id="mei",
+                             timezone="Mars/Olympus")
     assert tops["Asia/Shanghai"] == [said[0][0]], tops  # 11 June in Beijing
     assert tops["UTC"] == [said[1][0]], tops  # 10 June in UTC: 13:00 UTC that day
+    assert [h.memory.content for h in beijing_user] == [said[0][0]]
+
+
+def test_the_users_zone_over_rest_and_mcp(tmp_path: Path, embedder: CachedEmbedder) -> None:
+    import anyio
+    from mcp import Client
+    from test_api_http import ALICE, KEYS, Served, auth
+
+    from memray.mcp import build_server
+
+    beijing = timezone(timedelta(hours=8))
+    asked_at = datetime(2024, 6, 12, 7, 0, tzinfo=beijing)  # 11 June in UTC
+    pottery, jazz = "I went to a pottery class", "I went to a jazz bar with Mei"
+    question = {"user_id": "alice", "query": "what did I do yesterday?"}
+    with Memory(MemoryConfig(data_dir=str(tmp_path)), embedder=embedder,
+                clock=lambda: asked_at) as mem:
+        mem.add(pottery, user_id="alice", infer=False,
+                timestamp=datetime(2024, 6, 11, 10, 0, tzinfo=beijing))
+        mem.add(jazz, user_id="alice", infer=False,
+                timestamp=datetime(2024, 6, 10, 21, 0, tzinfo=beijing))
+        with Served(mem, keys=KEYS) as http:
+            def search(**extra: str) -> httpx.Response:
+                return http.post("/v1/memories/search", headers=auth(ALICE),
+                                 json={**question, **extra})
+
+            assert [h["memory"]["content"] for h in search().json()["results"]] == [jazz]
+            r = search(timezone="Asia/Shanghai")
+            assert [h["memory"]["content"] for h in r.json()["results"]] == [pottery], r.text
+            r = http.post("/v1/context", headers=auth(ALICE),
+                          json={**question, "timezone": "Asia/Shanghai"})
+            assert pottery in r.json()["context"] and jazz not in r.json()["context"]
+            r = search(timezone="Mars/Olympus")
+            assert r.status_code == 422 and "Mars/Olympus" in r.text, r.text
+
+        async def run() -> None:
+            async with Client(build_server(mem), mode="legacy") as client:
+                found = await client.call_tool("search_memories", {
+                    **question, "timezone": "Asia/Shanghai"})
+                hits = found.structured_content["results"]  # type: ignore[index]
+                assert [h["content"] for h in hits] == [pottery]
+
+        anyio.run(run)

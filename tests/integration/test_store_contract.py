@@ -166,6 +166,24 @@ def test_where_conditions(store: VectorStore) -> None:
     assert where(slots=("city",), slot_prefixes=("like:", "dis")) == sorted([ids[0], ids[4]])
     assert where(slot_prefixes=("lik",), types=("fact",)) == []
 
+    # said: a memory's message time where it has one (stored now, said three days ago),
+    # else when it was stored
+    said = row("fay", "said earlier", rng, occurred_at=now - timedelta(days=3))
+    store.insert([said])
+
+    def days(lo: float, hi: float) -> tuple[int, int]:
+        return (int((now + timedelta(days=lo)).timestamp() * 1000),
+                int((now + timedelta(days=hi)).timestamp() * 1000))
+
+    assert where(said_within_ms=(days(-4, -2),)) == [said.record.id]
+    assert where(said_within_ms=(days(-11, -9), days(-4, -2))) == sorted([ids[4],
+                                                                         said.record.id])
+    just_now = where(said_within_ms=(days(-0.01, 0.01),))
+    assert said.record.id not in just_now and ids[0] in just_now and ids[4] not in just_now
+    assert where(said_within_ms=(days(-3, -2),), types=("fact",)) == [said.record.id]
+    hits = store.search("fay", said.vector, 10, Where(said_within_ms=(days(-11, -2),)))
+    assert sorted(h.id for h, _ in hits) == sorted([ids[4], said.record.id])
+
 
 def _workload(store: VectorStore) -> list[Any]:
     """A fixed script of writes and reads; returns every answer for comparison."""

@@ -73,8 +73,18 @@ def test_bench_serve_passes_the_warmup_and_refuses_a_negative_one(
     (["--cv", "--relevance"], "--cv takes every"),
     (["--every", "0"], "at least 1"),
     (["--rerank-k", "0"], "at least 1"),
+    (["--set", "recall.hot_set=bogus"], "recall.hot_set: Input should be 'auto', 'on' or 'off'"),
+    (["--set", "recall.nope=1"], "recall.nope: Extra inputs"),
+    (["--set", "recall.w_date"], "expected SECTION.KEY=VALUE"),
 ])
 def test_locomo_options_that_cannot_work_together_are_refused(
         extra: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "locomo", "--data", "missing.json", *extra]) == 2
     assert said in capsys.readouterr().err
+
+
+def test_a_set_value_is_json_else_the_word() -> None:
+    from memray.cli import _set_value
+
+    assert [_set_value(v) for v in ("0.2", "true", "[1, 2]", "off", "Asia/Shanghai")] == [
+        0.2, True, [1, 2], "off", "Asia/Shanghai"]

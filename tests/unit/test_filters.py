@@ -55,3 +55,9 @@ def test_build_filter_always_scopes_the_user_first() -> None:
 def test_numbers_must_be_finite_numbers(bad: object) -> None:
     with pytest.raises(InvalidInputError):
         build_filter("u", Where(min_importance=bad))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", [(math.nan, 1), (0, "1"), (True, 5)])
+def test_said_ranges_must_be_finite_numbers(bad: tuple[object, object]) -> None:
+    with pytest.raises(InvalidInputError):
+        build_filter("u", Where(said_within_ms=(bad,)))  # type: ignore[arg-type]

@@ -226,6 +226,19 @@ def test_a_span_is_over_once_its_last_day_has_passed() -> None:
     assert june.over_by(AT) and not june.over_by(date(2023, 6, 2))
 
 
+def test_a_span_in_epoch_seconds_runs_from_its_first_midnight_to_the_next_after_it() -> None:
+    beijing = timezone(timedelta(hours=8))
+    week = Span(date(2023, 7, 10), date(2023, 7, 16))
+    ((lo, hi),) = week.bounds(beijing, range(0))
+    assert datetime.fromtimestamp(lo, beijing) == datetime(2023, 7, 10, tzinfo=beijing)
+    assert datetime.fromtimestamp(hi, beijing) == datetime(2023, 7, 17, tzinfo=beijing)
+    february = Span(AT, AT, frozenset({2, 6}))  # February and June of any year
+    got = [(datetime.fromtimestamp(a, UTC).date(), datetime.fromtimestamp(b, UTC).date())
+           for a, b in february.bounds(UTC, range(2023, 2025))]
+    assert got == [(date(2023, 2, 1), date(2023, 3, 1)), (date(2023, 6, 1), date(2023, 7, 1)),
+                   (date(2024, 2, 1), date(2024, 3, 1)), (date(2024, 6, 1), date(2024, 7, 1))]
+
+
 def test_a_memory_about_a_wider_time_is_not_about_the_day_asked() -> None:
     yesterday = asked("what did I do yesterday", AT)
     assert about(yesterday, happened("I ran by the river", date(2023, 7, 19)))
