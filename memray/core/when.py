@@ -39,8 +39,9 @@ _MING = "(?<![说聪光文证表声透开发阐标简])明"
 _SHANG = "(?<![晚早马路身楼网线桌天地爬赶跟])上"
 _XIA = "(?<![一楼地天乡底以如留剩眼])下"
 _BEN = "(?<![日书课账版资基根笔剧成样文])本"
+_HOU = "(?<![然以之最落先背午])后"  # 然后天气: "then the weather"
 _ZH_ANCHOR = re.compile(
-    rf"昨天|昨晚|{_QIAN}天|今天|今早|今晚|刚才|上午|下午|{_MING}天|后天|"
+    rf"昨天|昨晚|{_QIAN}天|今天|今早|今晚|刚才|上午|下午|{_MING}天|{_HOU}天|"
     rf"(?:{_SHANG}|这|{_BEN}|{_XIA})(?:个)?(?:周|星期|礼拜|月)(?:末|[一二三四五六日天])?|"
     rf"(?:{_QU}|今|{_QIAN}|{_MING})年|"
     r"[\d一二两三四五六七八九十几]+(?:天|周|个星期|个月|年)(?:前|以前|之前|后|以后)|"
@@ -97,11 +98,13 @@ _DATES_ZH = re.compile(
 @dataclass(frozen=True)
 class Span:
     """Days from `lo` to `hi`, both included; with `months` instead (a month named without
-    its year: "in June"), those months of any year."""
+    its year: "in June"), those months of any year. `back`: counted back to the day it
+    was said or asked ("the past week", 最近三天), so it looks at what is over."""
 
     lo: date
     hi: date
     months: frozenset[int] = frozenset()
+    back: bool = False
 
     def meets(self, other: Span) -> bool:
         if self.months or other.months:
@@ -116,8 +119,11 @@ class Span:
         return 31 * len(self.months) - 1 if self.months else (self.hi - self.lo).days
 
     def over_by(self, day: date) -> bool:
-        """Whether the span ended before `day` (a month of any year: unless it holds it)."""
-        return day.month not in self.months if self.months else self.hi < day
+        """Whether the span ended before `day` (a month of any year: unless it holds it;
+        a span counted back to `day`: it looks at what is over)."""
+        if self.months:
+            return day.month not in self.months
+        return self.hi < day or (self.back and self.lo < day)
 
     def bounds(self, zone: tzinfo, years: range) -> list[tuple[float, float]]:
         """The span as epoch seconds, each range from the start of its first day to the
@@ -165,8 +171,23 @@ def asked(question: str, at: datetime | date) -> list[Span]:
     """The days a question asked at `at` is about: the dates it names, and the days its
     relative expressions count to from `at` ("what did I do last week", "yesterday",
     "上个月我说了什么", "三天前"). Unlike `happened`, not the day it is asked: a question
-    about the present ("what should I cook tonight") asks about no day in particular."""
-    return named_dates(question) + _relative(question, _day_of(at))
+    about the present ("what should I cook tonight") asks about no day in particular.
+    A weekday alone ("what did I do on Monday?", 周一我干了什么) is the last one before the
+    day asked, in a question about the past only ("what do I have on Monday?" is a plan)."""
+    day = _day_of(at)
+    spans = named_dates(question) + _relative(question, day)
+    if spans or not _PAST.search(question):
+        return spans
+    return [_shift(day, -((day.weekday() - weekday) % 7 or 7), "day")
+            for weekday in _weekdays_alone(question)]
+
+
+def _weekdays_alone(question: str) -> list[int]:
+    """The weekdays `question` names without last/next/this (full English names only:
+    "sun", "sat" and "wed" are words too), not as a habit ("on Mondays")."""
+    out = [_WEEKDAYS[m.group(1).lower()] for m in _WEEKDAY_EN.finditer(question)]
+    return out + [min("一二三四五六日天".index(m.group(1)), 6)  # 日 and 天: Sunday
+                  for m in _WEEKDAY_ZH.finditer(question)]
 
 
 def _day_of(at: datetime | date) -> date:
@@ -187,9 +208,17 @@ def about(asked: list[Span], said: list[Span]) -> bool:
 
 
 def _relative(text: str, day: date) -> list[Span]:
-    """The days the relative expressions of `text` count to from `day`."""
-    out = [span for m in _RELATIVE_EN.finditer(text) if (span := _en_relative(m, day))]
-    return out + [span for m in _RELATIVE_ZH.finditer(text) if (span := _zh_relative(m, day))]
+    """The days the relative expressions of `text` count to from `day`; a period counted
+    back ("the past two weeks") is read first, and what it holds ("weeks") is no more."""
+    back = [m for m in (*_BACK_EN.finditer(text), *_BACK_ZH.finditer(text))]
+    out = [_back(m, day) for m in back]
+    taken = [m.span() for m in back]
+    for pattern, read in ((_RELATIVE_EN, _en_relative), (_RELATIVE_ZH, _zh_relative),
+                          (_BEFORE_LAST_EN, _before_last)):
+        out += [span for m in pattern.finditer(text)
+                if not any(a < m.end() and m.start() < b for a, b in taken)
+                and (span := read(m, day))]
+    return out
 
 
 def meets(asked: list[Span], said: list[Span]) -> bool:
@@ -273,14 +302,61 @@ _RELATIVE_EN = re.compile(
     rf"\b(?:(yesterday|last night)|(the day before yesterday)|(tomorrow)|"
     rf"({_NUMBER}) (day|week|month|year)s? (ago|back|later|from now)|"
     rf"(last|next|this past|this coming|this) (week|weekend|month|year|summer|winter|"
-    rf"spring|autumn|fall|{_WEEKDAY}))\b", re.IGNORECASE)
+    rf"spring|autumn|fall|{_WEEKDAY}))\b(?! of\b)", re.IGNORECASE)  # the last week of June
+_BEFORE_LAST_EN = re.compile(r"\bthe (week|weekend|month|year) before last\b", re.IGNORECASE)
 _RELATIVE_ZH = re.compile(
     rf"({_QU}年|今年|{_MING}年)(春天|夏天|秋天|冬天|春季|夏季|秋季|冬季)|"  # that season
-    rf"(昨天|昨晚)|({_QIAN}天)|({_MING}天)|({_QU}年)|({_QIAN}年)|({_MING}年)|"
+    rf"(昨天|昨晚)|(大前天|{_QIAN}天)|({_MING}天|大后天|{_HOU}天)|({_QU}年)|({_QIAN}年)|({_MING}年)|"
     # 上周六 is last week's Saturday; 上周一起 ("together"), 上周一直 ("all along"), 上周天气,
-    # 本周日程, 下周三天 are the whole week
-    rf"({_SHANG}|{_XIA}|这|{_BEN})(?:个)?(周末|周|星期|礼拜|月)(?:([一二三四五六日天])(?![直起次些样定般共切气程子常天]))?|"
+    # 本周日程, 下周三天 are the whole week; 上上周, 下下个月: two back or ahead
+    rf"((?:{_SHANG}){{1,2}}|(?:{_XIA}){{1,2}}|这|{_BEN})(?:个)?(周末|周|星期|礼拜|月)(?:([一二三四五六日天])(?![直起次些样定般共切气程子常天]))?|"
     rf"([\d{_ZH_NUM}]+)(天|周|个星期|个月|年)(前|以前|之前|后|以后)")
+# A period counted back to now: "(in) the past two weeks", "over the last few days", "the
+# past month", "last 3 days", 最近三天, 过去一周, 这两天, 前几天, 近两个月. Without a count
+# only "the past/previous week" and "in/over/during/within the last week": "the last week
+# of June" and "the last day" are no period counted back.
+_ROLL = rf"{_NUMBER}|few|couple of|couple"
+_BACK_EN = re.compile(
+    rf"\b(?:(?:the|these) (?:past|last|previous) ({_ROLL}) (day|week|month|year)s?|"
+    rf"(?:past|last|previous) ({_ROLL}) (day|week|month|year)s?|"
+    rf"the (?:past|previous) (week|month|year)|"
+    rf"(?:in|over|during|within|for) the last (week|month|year))\b(?! of\b)", re.IGNORECASE)
+_BACK_ZH = re.compile(
+    rf"(?:最近|(?<![走跑飞说])过去|(?<![将接附靠亲])近|(?<![之以从提目眼当])前|这)的?"
+    rf"([\d{_ZH_NUM}]+|几)(?:个)?(天|周|星期|礼拜|月|年)(?![前后以之])")
+_UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365, "天": 1, "周": 7, "星期": 7,
+              "礼拜": 7, "月": 30, "年": 365}
+
+
+def _back(m: re.Match[str], day: date) -> Span:
+    """The days from `n` units before `day` to `day`, for a period counted back."""
+    *count, unit = [g for g in m.groups() if g]
+    n = _rolled(count[0]) if count else 1
+    return Span(day - timedelta(days=n * _UNIT_DAYS[unit.lower()]), day, back=True)
+
+
+def _before_last(m: re.Match[str], day: date) -> Span | None:
+    return _named_period(day, -2, m.group(1).lower())
+
+
+def _rolled(count: str) -> int:
+    """How many units a period counted back holds: 3, three, a few, 三, 几 (a few: 3)."""
+    word = count.lower()
+    if word in ("few", "几"):
+        return 3
+    if word.startswith("couple"):
+        return 2
+    return _COUNT.get(word) or (int(word) if word.isdigit() else (_zh_int(word) or 1))
+
+
+# A question about the past: English auxiliaries and common past forms, Chinese 了 / 过.
+_PAST = re.compile(r"\b(?:did|was|were|had|went|ate|got|said|told|met|made|saw|bought|"
+                   r"spent|paid|cooked|watched|played|visited|called)\b|了|过",
+                   re.IGNORECASE)
+_WEEKDAY_EN = re.compile(r"\b((?:mon|tues|wednes|thurs|fri|satur|sun)day)\b(?!s)",
+                         re.IGNORECASE)
+_WEEKDAY_ZH = re.compile(r"(?<![上下这本个每])(?:周|星期|礼拜)([一二三四五六日天])"
+                         r"(?![直起次些样定般共切气程子常天末])")
 _WEEKDAYS = {name: i for i, names in enumerate(
     (("monday", "mon"), ("tuesday", "tue", "tues"), ("wednesday", "wed"),
      ("thursday", "thu", "thur", "thurs"), ("friday", "fri"), ("saturday", "sat"),
@@ -355,6 +431,9 @@ def _shift(day: date, n: int, unit: str) -> Span:
     return _year_span(day.year + n)
 
 
+_ZH_DAYS = {"昨天": -1, "昨晚": -1, "前天": -2, "大前天": -3, "明天": 1, "后天": 2, "大后天": 3}
+
+
 def _zh_relative(m: re.Match[str], day: date) -> Span | None:
     (which_year, season, back, before, tomorrow, last_year, year_before, next_year, way,
      period, weekday, count, unit, direction) = m.groups()
@@ -363,11 +442,11 @@ def _zh_relative(m: re.Match[str], day: date) -> Span | None:
         return _season_of(year, {"春": "spring", "夏": "summer", "秋": "autumn",
                                  "冬": "winter"}[season[0]])
     if back or before or tomorrow:
-        return _shift(day, -1 if back else (-2 if before else 1), "day")
+        return _shift(day, _ZH_DAYS[back or before or tomorrow], "day")
     if last_year or year_before or next_year:
         return _shift(day, -1 if last_year else (-2 if year_before else 1), "year")
     if way:
-        step = {"上": -1, "下": 1}.get(way, 0)
+        step = -len(way) if way[0] == "上" else (len(way) if way[0] == "下" else 0)
         if period == "周末":
             return _named_period(day, step, "weekend")
         if period == "月":

@@ -163,13 +163,17 @@ def test_a_question_about_last_week_or_yesterday_finds_what_was_said_then(
             said = _said_days_ago(m, "kim", ASKED.date())
             found[run] = {q: [said[h.memory.id] for h in m.search(q, user_id="kim")]
                           for q in ("What did I do last week?", "上周我做了什么",
-                                    "what did I get up to yesterday")}
+                                    "what did I get up to yesterday",
+                                    "what have I done over the past three days?",
+                                    "what did I do on Monday?")}
     for run in ("hot", "store"):
-        week_en, week_zh, yesterday = found[run].values()
+        week_en, week_zh, yesterday, three_days, monday = found[run].values()
         assert set(week_en[:7]) == LAST_WEEK, (run, week_en)  # all seven days, first
         # MiniLM cannot read it: keyword matches (做了) from other weeks rank among them
         assert len(LAST_WEEK & set(week_zh)) >= 5, (run, week_zh)
         assert yesterday[0] == 1, (run, yesterday)
+        assert set(three_days[:3]) == {1, 2, 3}, (run, three_days)  # 9 June to the 12th
+        assert monday[0] == 2, (run, monday)  # asked on Wednesday the 12th
     # the ablation: without the window only what the similarity happens to reach
     assert len(LAST_WEEK & set(found["off"]["What did I do last week?"])) < 7, found["off"]
 

@@ -212,6 +212,68 @@ def test_seasons_and_weekends_in_questions(query: str, days: tuple[str, str]) ->
     assert _days(asked(query, AT)) == [days]
 
 
+@pytest.mark.parametrize(("query", "days"), [  # asked on AT, Thursday 20 July 2023
+    ("上上周我做了什么", ("2023-07-03", "2023-07-09")),
+    ("上上个月我去了哪里", ("2023-05-01", "2023-05-31")),
+    ("下下周有什么安排", ("2023-07-31", "2023-08-06")),
+    ("大前天我去哪了", ("2023-07-17", "2023-07-17")),
+    ("后天有什么安排", ("2023-07-22", "2023-07-22")),
+    ("大后天我要做什么", ("2023-07-23", "2023-07-23")),
+    ("what did I do the week before last", ("2023-07-03", "2023-07-09")),
+    ("where did we go the weekend before last", ("2023-07-08", "2023-07-09")),
+])
+def test_two_back_or_ahead(query: str, days: tuple[str, str]) -> None:
+    assert _days(asked(query, AT)) == [days]
+
+
+@pytest.mark.parametrize(("query", "lo"), [  # counted back to AT, Thursday 20 July 2023
+    ("What did I do in the past week?", "2023-07-13"),
+    ("anything I ate over the last 3 days", "2023-07-17"),
+    ("what have I been up to these past few days", "2023-07-17"),
+    ("who did I meet in the last two weeks", "2023-07-06"),
+    ("what did I buy in the last month", "2023-06-20"),
+    ("last 10 days, what did I cook", "2023-07-10"),
+    ("最近三天我做了什么", "2023-07-17"),
+    ("过去一周我吃了什么", "2023-07-13"),
+    ("前几天我去了哪里", "2023-07-17"),
+    ("这两天我在忙什么", "2023-07-18"),
+    ("近两个月我读了什么书", "2023-05-21"),
+    ("最近一个星期我跑步了吗", "2023-07-13"),
+])
+def test_a_period_counted_back_runs_to_the_day_asked_and_is_over(query: str, lo: str) -> None:
+    (span,) = asked(query, AT)
+    assert (span.lo.isoformat(), span.hi) == (lo, AT)
+    assert span.over_by(AT)  # it looks at what is over: the window is opened for it
+    assert not span.over_by(span.lo)
+
+
+@pytest.mark.parametrize(("query", "day"), [  # asked on AT, Thursday 20 July 2023
+    ("what did I do on Monday?", "2023-07-17"),
+    ("where was I on Sunday", "2023-07-16"),
+    ("What did I eat on Thursday", "2023-07-13"),  # the day asked is "today"
+    ("周一我干了什么", "2023-07-17"),
+    ("星期天我去哪了", "2023-07-16"),
+])
+def test_a_weekday_alone_in_a_question_about_the_past_is_the_last_one(query: str,
+                                                                      day: str) -> None:
+    assert _days(asked(query, AT)) == [(day, day)]
+
+
+@pytest.mark.parametrize("query", [
+    "what do I have on Monday?", "what did I do on Mondays", "周一我要干什么",
+    "每周一我做了什么", "星期一起我做了什么"])
+def test_a_weekday_in_a_plan_or_a_habit_names_no_day(query: str) -> None:
+    assert asked(query, AT) == []
+
+
+@pytest.mark.parametrize("query", [
+    "what did I do the last week of June", "what happened on the last day of the trip",
+    "the past year of my life", "我学钢琴将近三年了", "之前三天都在下雨", "目前三天的安排",
+    "然后天气怎么样"])
+def test_no_period_counted_back(query: str) -> None:
+    assert asked(query, AT) == []
+
+
 def test_a_question_is_asked_on_its_day_in_its_own_zone() -> None:
     beijing = datetime(2023, 7, 21, 7, 0, tzinfo=timezone(timedelta(hours=8)))  # 20th UTC
     assert today(beijing) == date(2023, 7, 21)
