@@ -162,9 +162,11 @@ def named_dates(text: str, year: int | None = None) -> list[Span]:
 def happened(text: str, at: datetime | date) -> list[Span]:
     """The days a memory said at `at` is about: that day, the days its relative
     expressions count back or forward to ("yesterday", "two weeks ago", "last month",
-    "上周", "三天前"), and the dates it names."""
+    "上周", "三天前"), the dates it names, and in what tells of the past, the last such
+    weekday before `at` for a weekday alone ("I went climbing on Thursday")."""
     day = _day_of(at)
-    return [Span(day, day), *_relative(text, day), *named_dates(text, day.year)]
+    return [Span(day, day), *_relative(text, day), *named_dates(text, day.year),
+            *_past_weekdays(text, day)]
 
 
 def asked(question: str, at: datetime | date) -> list[Span]:
@@ -175,19 +177,23 @@ def asked(question: str, at: datetime | date) -> list[Span]:
     A weekday alone ("what did I do on Monday?", 周一我干了什么) is the last one before the
     day asked, in a question about the past only ("what do I have on Monday?" is a plan)."""
     day = _day_of(at)
-    spans = named_dates(question) + _relative(question, day)
-    if spans or not _PAST.search(question):
-        return spans
+    return named_dates(question) + _relative(question, day) + _past_weekdays(question, day)
+
+
+def _past_weekdays(text: str, day: date) -> list[Span]:
+    """In a text about the past, each weekday named alone: the last one before `day`."""
+    if not _PAST.search(text):
+        return []
     return [_shift(day, -((day.weekday() - weekday) % 7 or 7), "day")
-            for weekday in _weekdays_alone(question)]
+            for weekday in _weekdays_alone(text)]
 
 
-def _weekdays_alone(question: str) -> list[int]:
-    """The weekdays `question` names without last/next/this (full English names only:
-    "sun", "sat" and "wed" are words too), not as a habit ("on Mondays")."""
-    out = [_WEEKDAYS[m.group(1).lower()] for m in _WEEKDAY_EN.finditer(question)]
+def _weekdays_alone(text: str) -> list[int]:
+    """The weekdays `text` names without last/next/this (full English names only: "sun",
+    "sat" and "wed" are words too), not as a habit ("on Mondays", 每周一)."""
+    out = [_WEEKDAYS[m.group(1).lower()] for m in _WEEKDAY_EN.finditer(text)]
     return out + [min("一二三四五六日天".index(m.group(1)), 6)  # 日 and 天: Sunday
-                  for m in _WEEKDAY_ZH.finditer(question)]
+                  for m in _WEEKDAY_ZH.finditer(text)]
 
 
 def _day_of(at: datetime | date) -> date:
@@ -353,7 +359,8 @@ def _rolled(count: str) -> int:
 _PAST = re.compile(r"\b(?:did|was|were|had|went|ate|got|said|told|met|made|saw|bought|"
                    r"spent|paid|cooked|watched|played|visited|called)\b|了|过",
                    re.IGNORECASE)
-_WEEKDAY_EN = re.compile(r"\b((?:mon|tues|wednes|thurs|fri|satur|sun)day)\b(?!s)",
+_WEEKDAY_EN = re.compile(r"(?<!last )(?<!next )(?<!this )(?<!past )(?<!coming )(?<!every )"
+                         r"\b((?:mon|tues|wednes|thurs|fri|satur|sun)day)\b(?!s)",
                          re.IGNORECASE)
 _WEEKDAY_ZH = re.compile(r"(?<![上下这本个每])(?:周|星期|礼拜)([一二三四五六日天])"
                          r"(?![直起次些样定般共切气程子常天末])")

@@ -259,6 +259,17 @@ def test_a_weekday_alone_in_a_question_about_the_past_is_the_last_one(query: str
     assert _days(asked(query, AT)) == [(day, day)]
 
 
+def test_a_weekday_alone_in_what_a_memory_tells_of_the_past_is_the_last_one() -> None:
+    said = date(2023, 7, 20)  # a Thursday
+    assert _days(happened("I went climbing on Tuesday", said))[1:] == [
+        ("2023-07-18", "2023-07-18")]
+    assert _days(happened("周六我去爬山了", said))[1:] == [("2023-07-15", "2023-07-15")]
+    assert _days(happened("I went to a gig last Tuesday", said))[1:] == [
+        ("2023-07-18", "2023-07-18")]  # once: "last Tuesday" is not read again alone
+    for plan in ("I'm going climbing on Tuesday", "周六我要去爬山", "I swim on Mondays"):
+        assert len(happened(plan, said)) == 1, plan  # only the day it was said
+
+
 @pytest.mark.parametrize("query", [
     "what do I have on Monday?", "what did I do on Mondays", "周一我要干什么",
     "每周一我做了什么", "星期一起我做了什么"])
