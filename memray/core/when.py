@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, tzinfo
 from datetime import time as clock_time
 
+from memray.core import festivals
+
 _WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day|mon|tue|wed|thu|fri|sat|sun"
 _MONTH = (r"january|february|march|april|may|june|july|august|september|october|november|"
           r"december|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")
@@ -166,7 +168,7 @@ def happened(text: str, at: datetime | date) -> list[Span]:
     weekday before `at` for a weekday alone ("I went climbing on Thursday")."""
     day = _day_of(at)
     return [Span(day, day), *_relative(text, day), *named_dates(text, day.year),
-            *_past_weekdays(text, day)]
+            *_past_weekdays(text, day), *_festivals(text, day)]
 
 
 def asked(question: str, at: datetime | date) -> list[Span]:
@@ -177,7 +179,30 @@ def asked(question: str, at: datetime | date) -> list[Span]:
     A weekday alone ("what did I do on Monday?", 周一我干了什么) is the last one before the
     day asked, in a question about the past only ("what do I have on Monday?" is a plan)."""
     day = _day_of(at)
-    return named_dates(question) + _relative(question, day) + _past_weekdays(question, day)
+    return (named_dates(question) + _relative(question, day) + _past_weekdays(question, day)
+            + _festivals(question, day))
+
+
+def _festivals(text: str, day: date) -> list[Span]:
+    """The festivals `text` names (core/festivals.py) as the days they held or will hold:
+    last / 去年 and next / 明年 as said; alone, in what tells of the past the latest one
+    begun by `day`, else the next one not over ("at Christmas", 春节)."""
+    past = bool(_PAST.search(text))
+    out = []
+    for name, step, by_year, year, _ in festivals.named(text):
+        if year is not None:
+            out += [Span(*days)] if (days := festivals.when(name, year)) else []
+            continue
+        held = {y: Span(*days) for y in range(day.year - 2, day.year + 3)
+                if (days := festivals.when(name, y))}
+        if step == 0 or (by_year and step is not None):
+            found = [held[y]] if (y := day.year + (step or 0)) in held else []
+        elif step == -1 or (step is None and past):
+            found = [s for s in held.values() if (s.hi < day if step else s.lo <= day)][-1:]
+        else:
+            found = [s for s in held.values() if (s.lo > day if step else s.hi >= day)][:1]
+        out += found
+    return out
 
 
 def _past_weekdays(text: str, day: date) -> list[Span]:
@@ -215,10 +240,12 @@ def about(asked: list[Span], said: list[Span]) -> bool:
 
 def _relative(text: str, day: date) -> list[Span]:
     """The days the relative expressions of `text` count to from `day`; a period counted
-    back ("the past two weeks") is read first, and what it holds ("weeks") is no more."""
+    back ("the past two weeks") and a festival (去年春节) are read first, and what they
+    hold ("weeks", 去年) is no more."""
     back = [m for m in (*_BACK_EN.finditer(text), *_BACK_ZH.finditer(text))]
     out = [_back(m, day) for m in back]
-    taken = [m.span() for m in back]
+    # 去年春节 is last year's spring festival, not last year
+    taken = [m.span() for m in back] + [f.span for f in festivals.named(text)]
     for pattern, read in ((_RELATIVE_EN, _en_relative), (_RELATIVE_ZH, _zh_relative),
                           (_BEFORE_LAST_EN, _before_last)):
         out += [span for m in pattern.finditer(text)

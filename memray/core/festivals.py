@@ -1,0 +1,174 @@
+"""Holidays and festivals as days of a year, so "what did I do at Christmas?", 去年春节 and
+"I spent Easter at my parents'" place something in time: fixed dates (Christmas, New Year,
+Valentine's Day, Halloween, 元旦, 国庆节, 五一), Easter (computed), US Thanksgiving, and the
+Chinese lunisolar festivals and solar terms (春节, 除夕, 元宵节, 端午节, 中秋节, 清明, 冬至).
+
+The lunisolar dates come from a table for 1990-2060, generated once from the MIT-licensed
+`holidays` package (`holidays.calendars.chinese`), so nothing is computed or installed at
+run time; a year outside it names no festival.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import date, timedelta
+from typing import NamedTuple
+
+FIRST_YEAR = 1990
+# Per year from FIRST_YEAR: 春节 (the first day), 端午, 中秋, 清明, 冬至, as MMDD.
+_LUNISOLAR = (
+    '0127 0528 1003 0405 1222', '0215 0616 0922 0405 1222', '0204 0605 0911 0404 1221',
+    '0123 0624 0930 0405 1222', '0210 0613 0920 0405 1222', '0131 0602 0909 0405 1222',
+    '0219 0620 0927 0404 1221', '0207 0609 0916 0405 1222', '0128 0530 1005 0405 1222',
+    '0216 0618 0924 0405 1222', '0205 0606 0912 0404 1221', '0124 0625 1001 0405 1222',
+    '0212 0615 0921 0405 1222', '0201 0604 0911 0405 1222', '0122 0622 0928 0404 1221',
+    '0209 0611 0918 0405 1222', '0129 0531 1006 0405 1222', '0218 0619 0925 0405 1222',
+    '0207 0608 0914 0404 1221', '0126 0528 1003 0404 1222', '0214 0616 0922 0405 1222',
+    '0203 0606 0912 0405 1222', '0123 0623 0930 0404 1221', '0210 0612 0919 0404 1222',
+    '0131 0602 0908 0405 1222', '0219 0620 0927 0405 1222', '0208 0609 0915 0404 1221',
+    '0128 0530 1004 0404 1222', '0216 0618 0924 0405 1222', '0205 0607 0913 0405 1222',
+    '0125 0625 1001 0404 1221', '0212 0614 0921 0404 1221', '0201 0603 0910 0405 1222',
+    '0122 0622 0929 0405 1222', '0210 0610 0917 0404 1221', '0129 0531 1006 0404 1221',
+    '0217 0619 0925 0405 1222', '0206 0609 0915 0405 1222', '0126 0528 1003 0404 1221',
+    '0213 0616 0922 0404 1221', '0203 0605 0912 0405 1222', '0123 0624 1001 0405 1222',
+    '0211 0612 0919 0404 1221', '0131 0601 0908 0404 1221', '0219 0620 0927 0405 1222',
+    '0208 0610 0916 0405 1222', '0128 0530 1004 0404 1221', '0215 0618 0924 0404 1221',
+    '0204 0607 0913 0405 1222', '0124 0527 1002 0405 1222', '0212 0614 0920 0404 1221',
+    '0201 0603 0910 0404 1221', '0122 0622 0928 0404 1222', '0210 0611 0917 0405 1222',
+    '0130 0531 1005 0404 1221', '0217 0619 0925 0404 1221', '0206 0608 0915 0404 1222',
+    '0126 0529 1004 0405 1222', '0214 0615 0922 0404 1221', '0202 0604 0911 0404 1221',
+    '0123 0623 0930 0404 1222', '0211 0613 0919 0405 1222', '0201 0601 0907 0404 1221',
+    '0219 0620 0926 0404 1221', '0208 0610 0916 0404 1222', '0128 0530 1005 0405 1222',
+    '0215 0617 0924 0404 1221', '0204 0606 0913 0404 1221', '0124 0625 1002 0404 1221',
+    '0212 0614 0921 0405 1222', '0202 0603 0909 0404 1221',
+)
+_SPRING, _DRAGON_BOAT, _MID_AUTUMN, _QINGMING, _WINTER_SOLSTICE = range(5)
+
+
+Days = Callable[[int], tuple[date, date] | None]
+
+
+def _lunisolar(which: int, before: int = 0, after: int = 0) -> Days:
+    def days(year: int) -> tuple[date, date] | None:
+        if not FIRST_YEAR <= year < FIRST_YEAR + len(_LUNISOLAR):
+            return None
+        mmdd = _LUNISOLAR[year - FIRST_YEAR].split()[which]
+        day = date(year, int(mmdd[:2]), int(mmdd[2:]))
+        return day - timedelta(days=before), day + timedelta(days=after)
+
+    return days
+
+
+def _fixed(month: int, day: int, last: int = 0, *, from_previous: int = 0,
+           ) -> Callable[[int], tuple[date, date]]:
+    """`month`/`day` of the year (through `last` days after; `from_previous` days before,
+    into the year before: New Year's Eve for New Year)."""
+    def days(year: int) -> tuple[date, date]:
+        first = date(year, month, day)
+        return first - timedelta(days=from_previous), first + timedelta(days=last)
+
+    return days
+
+
+def easter(year: int) -> date:
+    """Easter Sunday (the Gregorian computus, Anonymous / Meeus)."""
+    a, b, c = year % 19, year // 100, year % 100
+    d, e = divmod(b, 4)
+    g = (8 * b + 13) // 25
+    h = (19 * a + b - d - g + 15) % 30
+    i, k = divmod(c, 4)
+    l_ = (32 + 2 * e + 2 * i - h - k) % 7
+    m = (a + 11 * h + 22 * l_) // 451
+    month, day = divmod(h + l_ - 7 * m + 114, 31)
+    return date(year, month, day + 1)
+
+
+def _easter(before: int, after: int) -> Callable[[int], tuple[date, date]]:
+    def days(year: int) -> tuple[date, date]:
+        sunday = easter(year)
+        return sunday - timedelta(days=before), sunday + timedelta(days=after)
+
+    return days
+
+
+def _thanksgiving(year: int) -> tuple[date, date]:
+    """The US one: the fourth Thursday of November, through its weekend."""
+    first = date(year, 11, 1)
+    thursday = first + timedelta(days=(3 - first.weekday()) % 7 + 21)
+    return thursday, thursday + timedelta(days=3)
+
+
+# Names (lower case) and the days they hold in a given year.
+_DAYS: dict[str, Days] = {
+    "christmas eve": _fixed(12, 24), "christmas day": _fixed(12, 25),
+    "christmas": _fixed(12, 24, 2), "xmas": _fixed(12, 24, 2), "boxing day": _fixed(12, 26),
+    "new year's eve": _fixed(12, 31), "new year's day": _fixed(1, 1),
+    "new year": _fixed(1, 1, from_previous=1), "valentine's day": _fixed(2, 14),
+    "halloween": _fixed(10, 31), "thanksgiving": _thanksgiving,
+    "easter": _easter(2, 1), "easter weekend": _easter(2, 1), "easter sunday": _easter(0, 0),
+    "easter monday": _easter(-1, 1), "good friday": _easter(2, -2),
+    "圣诞": _fixed(12, 24, 2), "圣诞节": _fixed(12, 24, 2), "平安夜": _fixed(12, 24),
+    "元旦": _fixed(1, 1), "跨年": _fixed(1, 1, from_previous=1), "情人节": _fixed(2, 14),
+    "万圣节": _fixed(10, 31), "儿童节": _fixed(6, 1), "五一": _fixed(5, 1, 4),
+    "劳动节": _fixed(5, 1, 4), "国庆": _fixed(10, 1, 6), "国庆节": _fixed(10, 1, 6),
+    "春节": _lunisolar(_SPRING, 1, 6), "过年": _lunisolar(_SPRING, 1, 6),
+    "除夕": _lunisolar(_SPRING, 1, -1), "大年三十": _lunisolar(_SPRING, 1, -1),
+    "大年初一": _lunisolar(_SPRING), "元宵节": _lunisolar(_SPRING, -14, 14),
+    "端午": _lunisolar(_DRAGON_BOAT), "端午节": _lunisolar(_DRAGON_BOAT),
+    "中秋": _lunisolar(_MID_AUTUMN), "中秋节": _lunisolar(_MID_AUTUMN),
+    "清明节": _lunisolar(_QINGMING), "冬至": _lunisolar(_WINTER_SOLSTICE),
+}
+_EN = re.compile(
+    r"\b(?:(last|this|next) )?(christmas (?:eve|day)|christmas|xmas|boxing day|"
+    r"new year['\u2019]?s (?:eve|day)|new year|valentine['\u2019]?s(?: day)?|halloween|"
+    r"thanksgiving|"
+    r"easter (?:weekend|sunday|monday)|easter|good friday)\b(?:,? ((?:19|20)\d\d)\b)?",
+    re.IGNORECASE)
+_ZH = re.compile(r"(去年|今年|明年)?(?:((?:19|20)\d\d)年)?的?"
+                 r"(圣诞节|圣诞|平安夜|元旦|跨年|情人节|万圣节|儿童节|"
+                 r"(?<![\d一二三四五六七八九十])五一(?![\d一二三四五六七八九十班])|劳动节|"
+                 r"国庆节|国庆|春节|(?<![难])过年|除夕|大年三十|大年初一|元宵节|端午节|端午|"
+                 r"中秋节|中秋|清明节|冬至)")
+_STEP = {"last": -1, "this": 0, "next": 1, "去年": -1, "今年": 0, "明年": 1}
+
+
+class Named(NamedTuple):
+    """A festival a text names: `step` -1 last / 去年, 0 this / 今年, 1 next / 明年, None
+    bare; `by_year`: the step counts calendar years (去年春节: last year's), not
+    occurrences ("last Christmas": the latest one over); `year`: one written out
+    ("Christmas 2023", 2023年春节); `span`: where in the text."""
+
+    name: str
+    step: int | None
+    by_year: bool
+    year: int | None
+    span: tuple[int, int]
+
+
+def named(text: str) -> list[Named]:
+    """The festivals `text` names."""
+    out = []
+    for m in _EN.finditer(text):
+        which, name, year = m.groups()
+        out.append(Named(_canonical(name), None if which is None else _STEP[which.lower()],
+                         False, int(year) if year else None, m.span()))
+    for m in _ZH.finditer(text):
+        which, year, name = m.groups()
+        out.append(Named(name, None if which is None else _STEP[which], True,
+                         int(year) if year else None, m.span()))
+    return out
+
+
+def _canonical(name: str) -> str:
+    name = name.lower()
+    if name.startswith("valentine"):
+        return "valentine's day"
+    if name.startswith("new year"):
+        return {"e": "new year's eve", "y": "new year's day"}.get(name[-1], "new year")
+    return name
+
+
+def when(name: str, year: int) -> tuple[date, date] | None:
+    """The days festival `name` holds in `year` (None: a lunisolar one outside the table)."""
+    return _DAYS[name](year)
