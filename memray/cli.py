@@ -571,7 +571,7 @@ def bench_locomo(args: argparse.Namespace) -> int:
             return 2
         config.setdefault(section, {})[key] = _set_value(raw)
     if bad := _config_errors(config):
-        print(f"--set: {bad}", file=sys.stderr)
+        print(f"config override: {bad}", file=sys.stderr)
         return 2
     if args.cv and (args.rerank_llm or args.every != 1 or args.relevance):
         print("--cv takes every question, ranked only, and no reranker: drop --every / "

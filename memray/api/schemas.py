@@ -5,7 +5,6 @@ API does. Unknown fields are rejected (422)."""
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
-from zoneinfo import available_timezones
 
 from fastapi import FastAPI, Path, Query
 from pydantic import (
@@ -18,7 +17,7 @@ from pydantic import (
 )
 from starlette.convertors import Convertor, register_url_convertor
 
-from memray.core.validate import MAX_SCOPE_BYTES
+from memray.core.validate import MAX_SCOPE_BYTES, ZONES
 from memray.models import (
     DeletionCheck,
     DeletionReceipt,
@@ -227,12 +226,11 @@ class SearchFilters(BaseModel):
 
 # The zones this server knows, listed in the schema: a name it would refuse is not
 # schema-valid (the message of a refusal stays short; pydantic's enum one lists them all).
-_ZONES = sorted(available_timezones())
-_ZONE_SET = frozenset(_ZONES)
+_ZONES = sorted(ZONES)
 
 
 def _known_zone(name: str) -> str:
-    if name not in _ZONE_SET:
+    if name not in ZONES:
         raise ValueError(f"{name[:80]!r} is no IANA time zone this server knows "
                          "(e.g. UTC, Asia/Shanghai, Europe/Berlin)")
     return name

@@ -250,7 +250,7 @@ class Memory:
         while they held (`valid_since` .. `valid_to`), never deleted ones. `timezone` (an
         IANA name, default `recall.timezone`): the user's zone, whose calendar days
         "yesterday" and "last week" in the query and the days memories were said are
-        read in.
+        read in; an unknown name is InvalidInputError.
         """
         plan = self._recall.plan(query, user_id=user_id, top_k=top_k, filters=filters,
                                  threshold=threshold, min_version=min_version, as_of=as_of,

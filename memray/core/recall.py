@@ -123,7 +123,8 @@ class Recall:
         asked = when.asked(text, now) if recall.w_date or recall.window_k else []
         # Only a time that is over asks what was said then; "this weekend", "tomorrow" and
         # "next week" are mostly a plan's: they only rank.
-        past = [s for s in asked if s.over_by(when.today(now))] if recall.window_k else []
+        past = list(dict.fromkeys(s for s in asked if s.over_by(when.today(now)))) \
+            if recall.window_k else []
         if past:
             candidates += _said_then(plan, search, vector, past, recall.window_k, candidates)
         topics = query_topics(text) if recall.intent_k else frozenset()
@@ -232,8 +233,15 @@ def _ranges_ms(spans: list[when.Span], now: datetime) -> tuple[tuple[int, int], 
     """The epoch-ms ranges of `spans`' days in `now`'s zone; a month of any year ("in
     June"), in each of the last `_MONTH_YEARS` years."""
     years = range(now.year - _MONTH_YEARS + 1, now.year + 1)
-    return tuple((int(lo * 1000), int(hi * 1000))
-                 for span in spans for lo, hi in span.bounds(now.tzinfo or UTC, years))
+    ranges = sorted({(int(lo * 1000), int(hi * 1000))
+                     for span in spans for lo, hi in span.bounds(now.tzinfo or UTC, years)})
+    merged: list[tuple[int, int]] = []
+    for lo, hi in ranges:  # one filter term per stretch of time, however it was asked
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(hi, merged[-1][1]))
+        else:
+            merged.append((lo, hi))
+    return tuple(merged)
 
 
 def _days_said(candidates: list[tuple[MemoryRecord, float]],

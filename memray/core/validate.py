@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from memray.core.ids import is_memory_id
 from memray.errors import InvalidInputError
@@ -123,15 +123,22 @@ def similarity(value: object, name: str) -> float:
     return float(value)
 
 
+# The zones a caller may name: the zone database's, less the host's own (`localtime`) and
+# placeholders that name no place. REST lists these in its schema.
+ZONES = frozenset(available_timezones()) - {"localtime", "Factory", "posixrules"}
+
+
 def zone(value: object, name: str = "timezone") -> ZoneInfo:
-    """An IANA time zone by name ("Asia/Shanghai", "UTC")."""
-    if not isinstance(value, str) or not value or len(value) > 64:
-        raise InvalidInputError(f"{name} must be an IANA time zone name, got {value!r}")
+    """An IANA time zone by name ("Asia/Shanghai", "UTC"); InvalidInputError for anything
+    else (a folder of the database such as "America", a path, an unknown name)."""
+    if not isinstance(value, str) or value not in ZONES:
+        shown = value[:80] if isinstance(value, str) else value
+        raise InvalidInputError(f"{name} {shown!r} is no IANA time zone (e.g. UTC, "
+                                "Asia/Shanghai, Europe/Berlin)")
     try:
         return ZoneInfo(value)
-    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:  # a folder: IsADirectoryError
-        raise InvalidInputError(f"{name} {value!r} is no IANA time zone (e.g. UTC, "
-                                "Asia/Shanghai, Europe/Berlin)") from exc
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:  # listed, yet unreadable
+        raise InvalidInputError(f"{name} {value!r} cannot be read: {exc}") from exc
 
 
 def moment(value: object, name: str) -> datetime:

@@ -11,6 +11,7 @@ into a date for whoever reads it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, tzinfo
 from datetime import time as clock_time
@@ -46,8 +47,8 @@ _ZH_ANCHOR = re.compile(
     rf"昨天|昨晚|{_QIAN}天|今天|今早|今晚|刚才|上午|下午|{_MING}天|{_HOU}天|"
     rf"(?:{_SHANG}|这|{_BEN}|{_XIA})(?:个)?(?:周|星期|礼拜|月)(?:末|[一二三四五六日天])?|"
     rf"(?:{_QU}|今|{_QIAN}|{_MING})年|"
-    r"[\d一二两三四五六七八九十几]+(?:天|周|个星期|个月|年)(?:前|以前|之前|后|以后)|"
-    r"(?:周|星期|礼拜)[一二三四五六日天末]|[\d一二三四五六七八九十]+月(?:[\d一二三四五六七八九十]+[日号])?|"
+    r"[\d一二两三四五六七八九十几]{1,6}(?:天|周|个星期|个月|年)(?:前|以前|之前|后|以后)|"
+    r"(?:周|星期|礼拜)[一二三四五六日天末]|[\d一二三四五六七八九十]{1,3}月(?:[\d一二三四五六七八九十]{1,3}[日号])?|"
     r"(?:19|20)\d\d年")
 
 _EN_WHEN = re.compile(
@@ -167,8 +168,8 @@ def happened(text: str, at: datetime | date) -> list[Span]:
     "上周", "三天前"), the dates it names, and in what tells of the past, the last such
     weekday before `at` for a weekday alone ("I went climbing on Thursday")."""
     day = _day_of(at)
-    return [Span(day, day), *_relative(text, day), *named_dates(text, day.year),
-            *_past_weekdays(text, day), *_festivals(text, day)]
+    placed = _relative(text, day) + named_dates(text, day.year) + _festivals(text, day)
+    return [Span(day, day), *placed, *([] if placed else _past_weekdays(text, day))]
 
 
 def asked(question: str, at: datetime | date) -> list[Span]:
@@ -179,15 +180,16 @@ def asked(question: str, at: datetime | date) -> list[Span]:
     A weekday alone ("what did I do on Monday?", 周一我干了什么) is the last one before the
     day asked, in a question about the past only ("what do I have on Monday?" is a plan)."""
     day = _day_of(at)
-    return (named_dates(question) + _relative(question, day) + _past_weekdays(question, day)
-            + _festivals(question, day))
+    placed = named_dates(question) + _relative(question, day) + _festivals(question, day)
+    # "last week on Friday", "Monday, March 3": the weekday is inside a time already placed
+    return placed or _past_weekdays(question, day)
 
 
 def _festivals(text: str, day: date) -> list[Span]:
     """The festivals `text` names (core/festivals.py) as the days they held or will hold:
     last / 去年 and next / 明年 as said; alone, in what tells of the past the latest one
     begun by `day`, else the next one not over ("at Christmas", 春节)."""
-    past = bool(_PAST.search(text))
+    past = _tells_past(text)
     out = []
     for name, step, by_year, year, _ in festivals.named(text):
         if year is not None:
@@ -206,11 +208,16 @@ def _festivals(text: str, day: date) -> list[Span]:
 
 
 def _past_weekdays(text: str, day: date) -> list[Span]:
-    """In a text about the past, each weekday named alone: the last one before `day`."""
-    if not _PAST.search(text):
-        return []
+    """Each weekday named alone in a clause that tells of the past: the last one before
+    `day` ("I went climbing on Thursday"; not "on Friday I'm flying to Rome")."""
     return [_shift(day, -((day.weekday() - weekday) % 7 or 7), "day")
-            for weekday in _weekdays_alone(text)]
+            for clause in _CLAUSE.split(text) if _tells_past(clause)
+            for weekday in _weekdays_alone(clause)]
+
+
+def _tells_past(text: str) -> bool:
+    """A past form and no mark of a plan, a wish or a reminder (要, 别, "I'll", "plan")."""
+    return bool(_PAST.search(text)) and not _PLAN.search(text)
 
 
 def _weekdays_alone(text: str) -> list[int]:
@@ -242,16 +249,26 @@ def _relative(text: str, day: date) -> list[Span]:
     """The days the relative expressions of `text` count to from `day`; a period counted
     back ("the past two weeks") and a festival (去年春节) are read first, and what they
     hold ("weeks", 去年) is no more."""
-    back = [m for m in (*_BACK_EN.finditer(text), *_BACK_ZH.finditer(text))]
-    out = [_back(m, day) for m in back]
+    back = [*_BACK_EN.finditer(text), *_BACK_ZH.finditer(text)]
+    out = [span for m in back if (span := _safely(_back, m, day))]
     # 去年春节 is last year's spring festival, not last year
     taken = [m.span() for m in back] + [f.span for f in festivals.named(text)]
     for pattern, read in ((_RELATIVE_EN, _en_relative), (_RELATIVE_ZH, _zh_relative),
                           (_BEFORE_LAST_EN, _before_last)):
         out += [span for m in pattern.finditer(text)
                 if not any(a < m.end() and m.start() < b for a, b in taken)
-                and (span := read(m, day))]
+                and (span := _safely(read, m, day))]
     return out
+
+
+def _safely(read: Callable[[re.Match[str], date], Span | None], m: re.Match[str],
+            day: date) -> Span | None:
+    """`read(m, day)`, or None for a time no calendar holds ("the past 10000 years",
+    "99999999 days ago"): a text is never an error."""
+    try:
+        return read(m, day)
+    except (OverflowError, ValueError):
+        return None
 
 
 def meets(asked: list[Span], said: list[Span]) -> bool:
@@ -336,40 +353,58 @@ _RELATIVE_EN = re.compile(
     rf"({_NUMBER}) (day|week|month|year)s? (ago|back|later|from now)|"
     rf"(last|next|this past|this coming|this) (week|weekend|month|year|summer|winter|"
     rf"spring|autumn|fall|{_WEEKDAY}))\b(?! of\b)", re.IGNORECASE)  # the last week of June
-_BEFORE_LAST_EN = re.compile(r"\bthe (week|weekend|month|year) before last\b", re.IGNORECASE)
+_BEFORE_LAST_EN = re.compile(rf"\bthe (week|weekend|month|year|{_WEEKDAY}) before last\b",
+                             re.IGNORECASE)
 _RELATIVE_ZH = re.compile(
     rf"({_QU}年|今年|{_MING}年)(春天|夏天|秋天|冬天|春季|夏季|秋季|冬季)|"  # that season
     rf"(昨天|昨晚)|(大前天|{_QIAN}天)|({_MING}天|大后天|{_HOU}天)|({_QU}年)|({_QIAN}年)|({_MING}年)|"
     # 上周六 is last week's Saturday; 上周一起 ("together"), 上周一直 ("all along"), 上周天气,
     # 本周日程, 下周三天 are the whole week; 上上周, 下下个月: two back or ahead
     rf"((?:{_SHANG}){{1,2}}|(?:{_XIA}){{1,2}}|这|{_BEN})(?:个)?(周末|周|星期|礼拜|月)(?:([一二三四五六日天])(?![直起次些样定般共切气程子常天]))?|"
-    rf"([\d{_ZH_NUM}]+)(天|周|个星期|个月|年)(前|以前|之前|后|以后)")
+    rf"([\d{_ZH_NUM}]{{1,6}})(天|周|个星期|个月|年)(前|以前|之前|后|以后)")
 # A period counted back to now: "(in) the past two weeks", "over the last few days", "the
 # past month", "last 3 days", 最近三天, 过去一周, 这两天, 前几天, 近两个月. Without a count
-# only "the past/previous week" and "in/over/during/within the last week": "the last week
-# of June" and "the last day" are no period counted back.
+# only "the past week" and "in/over/during/within the last week": "the last week of June",
+# "the last day" and "the previous week" (before something else) are no period counted
+# back. 过去 and 前 only where a clause or its subject starts: 考试前两天, 怀孕前三个月, 我的
+# 前三个月工资 and 下周过去两天 are not; nor 前一天 / 这一天 (the day before, that day).
 _ROLL = rf"{_NUMBER}|few|couple of|couple"
 _BACK_EN = re.compile(
-    rf"\b(?:(?:the|these) (?:past|last|previous) ({_ROLL}) (day|week|month|year)s?|"
-    rf"(?:past|last|previous) ({_ROLL}) (day|week|month|year)s?|"
-    rf"the (?:past|previous) (week|month|year)|"
+    rf"\b(?:(?:the|these) (?:past|last) ({_ROLL}) (day|week|month|year)s?|"
+    rf"(?:past|last) ({_ROLL}) (day|week|month|year)s?|"
+    rf"the past (week|month|year)|"
     rf"(?:in|over|during|within|for) the last (week|month|year))\b(?! of\b)", re.IGNORECASE)
+_STARTS = r"(?:^|(?<=[，。,；;：:！？!?\s在我你他她们咱]))"
 _BACK_ZH = re.compile(
-    rf"(?:最近|(?<![走跑飞说])过去|(?<![将接附靠亲])近|(?<![之以从提目眼当])前|这)的?"
-    rf"([\d{_ZH_NUM}]+|几)(?:个)?(天|周|星期|礼拜|月|年)(?![前后以之])")
-_UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365, "天": 1, "周": 7, "星期": 7,
-              "礼拜": 7, "月": 30, "年": 365}
+    rf"(?:(?:最近|(?<![将接附靠亲])近|{_STARTS}过去)的?([\d{_ZH_NUM}]{{1,6}}几?|几)|"
+    rf"(?:{_STARTS}前|这)(?!一)([\d{_ZH_NUM}]{{1,6}}几?|几))"
+    rf"(?:个)?(天|周|星期|礼拜|月|年)(?![前后以之])")
+_UNITS = {"day": "day", "week": "week", "month": "month", "year": "year", "天": "day",
+          "周": "week", "星期": "week", "礼拜": "week", "月": "month", "年": "year"}
 
 
 def _back(m: re.Match[str], day: date) -> Span:
-    """The days from `n` units before `day` to `day`, for a period counted back."""
+    """The `n` days, weeks, months or years up to and with `day`, for a period counted
+    back ("the past week": the seven days ending today; 最近三天: today and the two before)."""
     *count, unit = [g for g in m.groups() if g]
     n = _rolled(count[0]) if count else 1
-    return Span(day - timedelta(days=n * _UNIT_DAYS[unit.lower()]), day, back=True)
+    unit = _UNITS[unit.lower()]
+    if unit in ("day", "week"):
+        first = day - timedelta(days=n * (7 if unit == "week" else 1) - 1)
+    else:  # the same day n months (years) back, and the day after it
+        index = day.year * 12 + day.month - 1 - n * (12 if unit == "year" else 1)
+        year, month = divmod(index, 12)
+        first = date(year, month + 1, min(day.day, _month_span(year, month + 1).hi.day)) \
+            + timedelta(days=1)
+    return Span(first, day, back=True)
 
 
 def _before_last(m: re.Match[str], day: date) -> Span | None:
-    return _named_period(day, -2, m.group(1).lower())
+    what = m.group(1).lower()
+    if what in _WEEKDAYS:  # the Friday before last: a week before last Friday
+        last = _named_period(day, -1, what)
+        return None if last is None else _shift(last.lo, -7, "day")
+    return _named_period(day, -2, what)
 
 
 def _rolled(count: str) -> int:
@@ -377,19 +412,33 @@ def _rolled(count: str) -> int:
     word = count.lower()
     if word in ("few", "几"):
         return 3
+    if word.endswith("几"):  # 十几: some ten-odd
+        return (_zh_int(word[:-1]) or 0) + 5
     if word.startswith("couple"):
         return 2
     return _COUNT.get(word) or (int(word) if word.isdigit() else (_zh_int(word) or 1))
 
 
 # A question about the past: English auxiliaries and common past forms, Chinese 了 / 过.
-_PAST = re.compile(r"\b(?:did|was|were|had|went|ate|got|said|told|met|made|saw|bought|"
-                   r"spent|paid|cooked|watched|played|visited|called)\b|了|过",
-                   re.IGNORECASE)
-_WEEKDAY_EN = re.compile(r"(?<!last )(?<!next )(?<!this )(?<!past )(?<!coming )(?<!every )"
-                         r"\b((?:mon|tues|wednes|thurs|fri|satur|sun)day)\b(?!s)",
-                         re.IGNORECASE)
-_WEEKDAY_ZH = re.compile(r"(?<![上下这本个每])(?:周|星期|礼拜)([一二三四五六日天])"
+_PAST = re.compile(r"\b(?:did|was|were|had)(?:n['\u2019]t)?\b|\b(?:went|ate|got|said|told|"
+                   r"met|made|saw|bought|spent|paid|cooked|watched|played|visited|called)\b|"
+                   r"(?<![除为忘别罢])了|过", re.IGNORECASE)
+# A plan, a wish or a reminder: "I'll", "I'm flying", "going to"; 要 as "will" (not 重要,
+# 需要, 要求), 别忘, 打算. Not 会, which is also a meeting (开会) or a party (聚会).
+_PLAN = re.compile(r"\b(?:will|won['\u2019]t|shall|would|going to|gonna|plan|planned|"
+                   r"planning|tomorrow|next)\b|['\u2019](?:ll|d)\b|"
+                   r"(?:['\u2019]m|\bam|\bare|\bis) \w+ing\b|"
+                   r"(?<![重需主想只不必])要(?![求是紧点])|将要|别忘|打算|准备|计划|记得|明天|"
+                   r"下周|下个月|下礼拜", re.IGNORECASE)
+_CLAUSE = re.compile(r"[;,.!?\n，。；！？]")
+# Not a day: "moved to Friday", "tickets for Friday's concert", Good Friday, Black Friday
+_WEEKDAY_EN = re.compile(
+    r"(?<!last )(?<!next )(?<!this )(?<!past )(?<!coming )(?<!every )(?<!to )(?<!for )"
+    r"(?<!until )(?<!till )(?<!by )(?<!before )(?<!good )(?<!black )(?<!ash )"
+    r"(?<!cyber )(?<!holy )(?<!maundy )(?<!easter )"
+    r"\b((?:mon|tues|wednes|thurs|fri|satur|sun)day)\b(?!s\b)", re.IGNORECASE)
+# Not a day: 四周 (all around), 每逢周一 (every Monday)
+_WEEKDAY_ZH = re.compile(r"(?<![上下这本个每四逢])(?:周|星期|礼拜)([一二三四五六日天])"
                          r"(?![直起次些样定般共切气程子常天末])")
 _WEEKDAYS = {name: i for i, names in enumerate(
     (("monday", "mon"), ("tuesday", "tue", "tues"), ("wednesday", "wed"),

@@ -172,7 +172,7 @@ def test_a_question_about_last_week_or_yesterday_finds_what_was_said_then(
         # MiniLM cannot read it: keyword matches (做了) from other weeks rank among them
         assert len(LAST_WEEK & set(week_zh)) >= 5, (run, week_zh)
         assert yesterday[0] == 1, (run, yesterday)
-        assert set(three_days[:3]) == {1, 2, 3}, (run, three_days)  # 9 June to the 12th
+        assert set(three_days[:2]) == {1, 2}, (run, three_days)  # the 10th to the 12th
         assert monday[0] == 2, (run, monday)  # asked on Wednesday the 12th
     # the ablation: without the window only what the similarity happens to reach
     assert len(LAST_WEEK & set(found["off"]["What did I do last week?"])) < 7, found["off"]
@@ -235,7 +235,7 @@ def test_yesterday_is_read_in_the_configured_zone(tmp_path: Path,
 def test_the_users_zone_over_rest_and_mcp(tmp_path: Path, embedder: CachedEmbedder) -> None:
     import anyio
     from mcp import Client
-    from test_api_http import ALICE, KEYS, Served, auth
+    from test_api_http import KEYS
 
     from memray.mcp import build_server
 

@@ -183,6 +183,9 @@ def test_where_conditions(store: VectorStore) -> None:
     assert where(said_within_ms=(days(-3, -2),), types=("fact",)) == [said.record.id]
     hits = store.search("fay", said.vector, 10, Where(said_within_ms=(days(-11, -2),)))
     assert sorted(h.id for h, _ in hits) == sorted([ids[4], said.record.id])
+    at = int(said.record.occurred_at.timestamp() * 1000)  # type: ignore[union-attr]
+    assert where(said_within_ms=((at, at + 1),)) == [said.record.id]  # the start is in
+    assert where(said_within_ms=((at - 1, at),)) == []  # the end is out
 
 
 def _workload(store: VectorStore) -> list[Any]:

@@ -48,6 +48,17 @@ def test_all_zero_weights_are_refused() -> None:
 def test_recall_timezone_is_an_iana_zone() -> None:
     cfg = MemoryConfig.model_validate({"recall": {"timezone": "Asia/Shanghai"}})
     assert cfg.recall.timezone == "Asia/Shanghai"
-    for bad in ("Mars/Olympus", "../../etc/passwd", ""):
+    for bad in ("Mars/Olympus", "../../etc/passwd", "", "America"):  # a folder, too
         with pytest.raises(ValidationError, match="is no IANA time zone"):
             MemoryConfig.model_validate({"recall": {"timezone": bad}})
+
+
+def test_a_zone_per_search_is_an_iana_zone() -> None:
+    from memray.core import validate
+    from memray.errors import InvalidInputError
+
+    assert str(validate.zone("Asia/Shanghai")) == "Asia/Shanghai"
+    for bad in ("Mars/Olympus", "../../etc/passwd", "", "America", "localtime", "Factory",
+                "Asia/Shanghai\x00", "x" * 10_000, None, 8):
+        with pytest.raises(InvalidInputError, match="is no IANA time zone"):
+            validate.zone(bad)

@@ -61,3 +61,30 @@ def test_numbers_must_be_finite_numbers(bad: object) -> None:
 def test_said_ranges_must_be_finite_numbers(bad: tuple[object, object]) -> None:
     with pytest.raises(InvalidInputError):
         build_filter("u", Where(said_within_ms=(bad,)))  # type: ignore[arg-type]
+
+
+def test_said_is_the_message_time_where_there_is_one_else_the_storing() -> None:
+    # `exists`, parenthesised: Milvus 2.3 reads `exists a and b` as `exists (a and b)`, and
+    # a comparison with a missing key is negated differently by milvus-lite and Milvus 2.3
+    expr = build_filter("u", Where(said_within_ms=((1, 2), (5, 9))))
+    assert expr == (
+        'user_id == "u" and (((exists payload["occurred_at"]) and '
+        '((payload["occurred_at"] >= 1 and payload["occurred_at"] < 2) or '
+        '(payload["occurred_at"] >= 5 and payload["occurred_at"] < 9))) or '
+        '((not exists payload["occurred_at"]) and '
+        "((created_at >= 1 and created_at < 2) or (created_at >= 5 and created_at < 9))))")
+
+
+def test_the_window_is_one_range_per_stretch_of_time() -> None:
+    from datetime import UTC, date, datetime
+
+    from memray.core.recall import _ranges_ms
+    from memray.core.when import Span
+
+    now = datetime(2025, 7, 20, 12, tzinfo=UTC)
+    may = Span(date(2025, 5, 1), date(2025, 5, 31))
+    june = Span(date(2025, 6, 1), date(2025, 6, 30))
+    ranges = _ranges_ms([may] * 300 + [june, june], now)  # "in May in May ...", May + June
+    start = int(datetime(2025, 5, 1, tzinfo=UTC).timestamp() * 1000)
+    end = int(datetime(2025, 7, 1, tzinfo=UTC).timestamp() * 1000)
+    assert ranges == ((start, end),)

@@ -227,18 +227,21 @@ def test_two_back_or_ahead(query: str, days: tuple[str, str]) -> None:
 
 
 @pytest.mark.parametrize(("query", "lo"), [  # counted back to AT, Thursday 20 July 2023
-    ("What did I do in the past week?", "2023-07-13"),
-    ("anything I ate over the last 3 days", "2023-07-17"),
-    ("what have I been up to these past few days", "2023-07-17"),
-    ("who did I meet in the last two weeks", "2023-07-06"),
-    ("what did I buy in the last month", "2023-06-20"),
-    ("last 10 days, what did I cook", "2023-07-10"),
-    ("最近三天我做了什么", "2023-07-17"),
-    ("过去一周我吃了什么", "2023-07-13"),
-    ("前几天我去了哪里", "2023-07-17"),
-    ("这两天我在忙什么", "2023-07-18"),
+    ("What did I do in the past week?", "2023-07-14"),  # seven days, today the last
+    ("anything I ate over the last 3 days", "2023-07-18"),
+    ("what have I been up to these past few days", "2023-07-18"),
+    ("who did I meet in the last two weeks", "2023-07-07"),
+    ("what did I buy in the last month", "2023-06-21"),  # the day after 20 June
+    ("last 10 days, what did I cook", "2023-07-11"),
+    ("最近三天我做了什么", "2023-07-18"),
+    ("过去一周我吃了什么", "2023-07-14"),
+    ("前几天我去了哪里", "2023-07-18"),
+    ("我前几天去了医院", "2023-07-18"),
+    ("这两天我在忙什么", "2023-07-19"),
     ("近两个月我读了什么书", "2023-05-21"),
-    ("最近一个星期我跑步了吗", "2023-07-13"),
+    ("最近一个星期我跑步了吗", "2023-07-14"),
+    ("最近十几天我做了什么", "2023-07-06"),  # ten-odd: fifteen
+    ("the past year", "2022-07-21"),
 ])
 def test_a_period_counted_back_runs_to_the_day_asked_and_is_over(query: str, lo: str) -> None:
     (span,) = asked(query, AT)
@@ -272,17 +275,41 @@ def test_a_weekday_alone_in_what_a_memory_tells_of_the_past_is_the_last_one() ->
 
 @pytest.mark.parametrize("query", [
     "what do I have on Monday?", "what did I do on Mondays", "周一我要干什么",
-    "每周一我做了什么", "星期一起我做了什么"])
-def test_a_weekday_in_a_plan_or_a_habit_names_no_day(query: str) -> None:
+    "每周一我做了什么", "星期一起我做了什么", "周六我要去爬山了", "周五别忘了开会",
+    "周三前我要交报告了", "除了周一，我每天都健身", "四周一片漆黑，我们迷路了",
+    "每逢周一我都去跑步了", "what did I plan for Saturday?", "What did I say I'd do on Friday?",
+    "My flight got moved to Friday", "I got tickets for Friday's concert",
+    "was it Black Friday"])
+def test_a_weekday_in_a_plan_a_habit_or_a_name_is_no_day(query: str) -> None:
     assert asked(query, AT) == []
+
+
+@pytest.mark.parametrize(("query", "days"), [  # asked on AT, Thursday 20 July 2023
+    # a weekday inside a time already placed adds no day of its own
+    ("what did I do last week on Friday?", [("2023-07-10", "2023-07-16")]),
+    ("上周的周五我做了什么", [("2023-07-10", "2023-07-16")]),
+    ("the Friday before last, what did I do", [("2023-07-07", "2023-07-07")]),
+    ("I went to the gym yesterday; on Friday I'm flying to Rome", [("2023-07-19", "2023-07-19")]),
+])
+def test_a_weekday_inside_a_placed_time(query: str, days: list[tuple[str, str]]) -> None:
+    assert _days(asked(query, AT)) == days
 
 
 @pytest.mark.parametrize("query", [
     "what did I do the last week of June", "what happened on the last day of the trip",
     "the past year of my life", "我学钢琴将近三年了", "之前三天都在下雨", "目前三天的安排",
-    "然后天气怎么样"])
+    "然后天气怎么样", "考试前一天我熬夜了", "出发前两天我收拾了行李", "怀孕前三个月",
+    "我的前三个月工资", "这一天终于来了", "what did I do the previous week"])
 def test_no_period_counted_back(query: str) -> None:
     assert asked(query, AT) == []
+
+
+@pytest.mark.parametrize("text", [
+    "Humans have farmed for the past 10000 years", "最近99999999天", "4500 years ago",
+    "99999999 days ago", "in the past 3000 years"])
+def test_a_time_no_calendar_holds_is_no_error(text: str) -> None:
+    assert asked(text, AT) == []
+    assert happened(text, AT) == [Span(AT, AT)]  # only the day it was said
 
 
 def test_a_question_is_asked_on_its_day_in_its_own_zone() -> None:
