@@ -153,13 +153,25 @@ def _midnight(day: date, zone: tzinfo) -> float:
     return datetime.combine(day, clock_time(), zone).timestamp()
 
 
-def named_dates(text: str, year: int | None = None) -> list[Span]:
+def named_dates(text: str, year: int | None = None, *,
+                feasts: list[festivals.Named] | None = None) -> list[Span]:
     """The dates `text` names outright: "October 13, 2023", "in 2023", "summer 2021",
     "2023年5月", "in June" (no year: of `year` where one is known, else of any year). A
-    relative expression ("last week") needs a moment to count from: see `happened`."""
-    out = [span for m in _DATES_EN.finditer(text) if (span := _en_date(m, year))]
-    out += [span for m in _DATES_ZH.finditer(text) if (span := _zh_date(m, year))]
+    relative expression ("last week") needs a moment to count from: see `happened`.
+    The year of a festival (2023年春节) is that festival's, not the whole year (unless
+    the festival's table does not reach that year)."""
+    taken = [f.span for f in (festivals.named(text) if feasts is None else feasts)
+             if f.year is None or festivals.when(f.name, f.year)]
+    out = [span for m in _DATES_EN.finditer(text)
+           if not _inside_any(m, taken) and (span := _en_date(m, year))]
+    out += [span for m in _DATES_ZH.finditer(text)
+            if not _inside_any(m, taken) and (span := _zh_date(m, year))]
     return out
+
+
+def _inside_any(m: re.Match[str], taken: list[tuple[int, int]]) -> bool:
+    """Whether `m` overlaps one of the `taken` stretches of its text."""
+    return any(a < m.end() and m.start() < b for a, b in taken)
 
 
 def happened(text: str, at: datetime | date) -> list[Span]:
@@ -168,7 +180,9 @@ def happened(text: str, at: datetime | date) -> list[Span]:
     "上周", "三天前"), the dates it names, and in what tells of the past, the last such
     weekday before `at` for a weekday alone ("I went climbing on Thursday")."""
     day = _day_of(at)
-    placed = _relative(text, day) + named_dates(text, day.year) + _festivals(text, day)
+    feasts = festivals.named(text)
+    placed = (_relative(text, day, feasts) + named_dates(text, day.year, feasts=feasts)
+              + _festivals(text, day, feasts))
     return [Span(day, day), *placed, *([] if placed else _past_weekdays(text, day))]
 
 
@@ -180,18 +194,20 @@ def asked(question: str, at: datetime | date) -> list[Span]:
     A weekday alone ("what did I do on Monday?", 周一我干了什么) is the last one before the
     day asked, in a question about the past only ("what do I have on Monday?" is a plan)."""
     day = _day_of(at)
-    placed = named_dates(question) + _relative(question, day) + _festivals(question, day)
+    feasts = festivals.named(question)
+    placed = (named_dates(question, feasts=feasts) + _relative(question, day, feasts)
+              + _festivals(question, day, feasts))
     # "last week on Friday", "Monday, March 3": the weekday is inside a time already placed
     return placed or _past_weekdays(question, day)
 
 
-def _festivals(text: str, day: date) -> list[Span]:
+def _festivals(text: str, day: date, feasts: list[festivals.Named]) -> list[Span]:
     """The festivals `text` names (core/festivals.py) as the days they held or will hold:
     last / 去年 and next / 明年 as said; alone, in what tells of the past the latest one
     begun by `day`, else the next one not over ("at Christmas", 春节)."""
-    past = _tells_past(text)
+    past = bool(feasts) and _tells_past(text)
     out = []
-    for name, step, by_year, year, _ in festivals.named(text):
+    for name, step, by_year, year, _ in feasts:
         if year is not None:
             out += [Span(*days)] if (days := festivals.when(name, year)) else []
             continue
@@ -210,6 +226,8 @@ def _festivals(text: str, day: date) -> list[Span]:
 def _past_weekdays(text: str, day: date) -> list[Span]:
     """Each weekday named alone in a clause that tells of the past: the last one before
     `day` ("I went climbing on Thursday"; not "on Friday I'm flying to Rome")."""
+    if not _weekdays_alone(text):  # most texts name none: no clause is read
+        return []
     return [_shift(day, -((day.weekday() - weekday) % 7 or 7), "day")
             for clause in _CLAUSE.split(text) if _tells_past(clause)
             for weekday in _weekdays_alone(clause)]
@@ -223,7 +241,8 @@ def _tells_past(text: str) -> bool:
 def _weekdays_alone(text: str) -> list[int]:
     """The weekdays `text` names without last/next/this (full English names only: "sun",
     "sat" and "wed" are words too), not as a habit ("on Mondays", 每周一)."""
-    out = [_WEEKDAYS[m.group(1).lower()] for m in _WEEKDAY_EN.finditer(text)]
+    out = [_WEEKDAYS[m.group(1).lower()] for m in _WEEKDAY_EN.finditer(text)
+           if _NOT_A_DAY_BEFORE.search(text, 0, m.start()) is None]
     return out + [min("一二三四五六日天".index(m.group(1)), 6)  # 日 and 天: Sunday
                   for m in _WEEKDAY_ZH.finditer(text)]
 
@@ -245,19 +264,23 @@ def about(asked: list[Span], said: list[Span]) -> bool:
     return any(a.meets(s) and s.width() <= a.width() for a in asked for s in said)
 
 
-def _relative(text: str, day: date) -> list[Span]:
+def _relative(text: str, day: date, feasts: list[festivals.Named]) -> list[Span]:
     """The days the relative expressions of `text` count to from `day`; a period counted
     back ("the past two weeks") and a festival (去年春节) are read first, and what they
     hold ("weeks", 去年) is no more."""
     back = [*_BACK_EN.finditer(text), *_BACK_ZH.finditer(text)]
+    earlier = list(_EARLIER_EN.finditer(text))
+    parts = [*_MONTH_PART_EN.finditer(text), *_MONTH_PART_ZH.finditer(text)]
     out = [span for m in back if (span := _safely(_back, m, day))]
+    out += [span for m in earlier if (span := _safely(_earlier, m, day))]
+    out += [span for m in parts if (span := _safely(_month_part, m, day))]
     # 去年春节 is last year's spring festival, not last year
-    taken = [m.span() for m in back] + [f.span for f in festivals.named(text)]
+    taken = ([m.span() for m in (*back, *earlier, *parts)]
+             + [f.span for f in feasts])
     for pattern, read in ((_RELATIVE_EN, _en_relative), (_RELATIVE_ZH, _zh_relative),
                           (_BEFORE_LAST_EN, _before_last)):
         out += [span for m in pattern.finditer(text)
-                if not any(a < m.end() and m.start() < b for a, b in taken)
-                and (span := _safely(read, m, day))]
+                if not _inside_any(m, taken) and (span := _safely(read, m, day))]
     return out
 
 
@@ -353,6 +376,13 @@ _RELATIVE_EN = re.compile(
     rf"({_NUMBER}) (day|week|month|year)s? (ago|back|later|from now)|"
     rf"(last|next|this past|this coming|this) (week|weekend|month|year|summer|winter|"
     rf"spring|autumn|fall|{_WEEKDAY}))\b(?! of\b)", re.IGNORECASE)  # the last week of June
+_MONTH_PART_EN = re.compile(
+    r"\b(?:(?:the )?(beginning|start|middle|end) of |(early|mid|late)[- ]?)(last|this|next) "
+    r"month\b", re.IGNORECASE)
+_MONTH_PART_ZH = re.compile(rf"({_SHANG}|{_XIA}|这|{_BEN})个?月(初|中|底|末)")
+_PARTS = {"beginning": 0, "start": 0, "early": 0, "初": 0, "middle": 1, "mid": 1, "中": 1,
+          "end": 2, "late": 2, "底": 2, "末": 2}
+_EARLIER_EN = re.compile(r"\bearlier this (week|month|year)\b", re.IGNORECASE)
 _BEFORE_LAST_EN = re.compile(rf"\bthe (week|weekend|month|year|{_WEEKDAY}) before last\b",
                              re.IGNORECASE)
 _RELATIVE_ZH = re.compile(
@@ -376,7 +406,7 @@ _BACK_EN = re.compile(
     rf"(?:in|over|during|within|for) the last (week|month|year))\b(?! of\b)", re.IGNORECASE)
 _STARTS = r"(?:^|(?<=[，。,；;：:！？!?\s在我你他她们咱]))"
 _BACK_ZH = re.compile(
-    rf"(?:(?:最近|(?<![将接附靠亲])近|{_STARTS}过去)的?([\d{_ZH_NUM}]{{1,6}}几?|几)|"
+    rf"(?:(?:最近|(?<![将接附靠亲])近|{_STARTS}过去)的?([\d{_ZH_NUM}]{{1,6}}几?|几|半)|"
     rf"(?:{_STARTS}前|这)(?!一)([\d{_ZH_NUM}]{{1,6}}几?|几))"
     rf"(?:个)?(天|周|星期|礼拜|月|年)(?![前后以之])")
 _UNITS = {"day": "day", "week": "week", "month": "month", "year": "year", "天": "day",
@@ -387,8 +417,11 @@ def _back(m: re.Match[str], day: date) -> Span:
     """The `n` days, weeks, months or years up to and with `day`, for a period counted
     back ("the past week": the seven days ending today; 最近三天: today and the two before)."""
     *count, unit = [g for g in m.groups() if g]
-    n = _rolled(count[0]) if count else 1
     unit = _UNITS[unit.lower()]
+    if count == ["半"]:  # 最近半个月: half of one
+        half = {"day": 1, "week": 4, "month": 15, "year": 183}[unit]
+        return Span(day - timedelta(days=half - 1), day, back=True)
+    n = _rolled(count[0]) if count else 1
     if unit in ("day", "week"):
         first = day - timedelta(days=n * (7 if unit == "week" else 1) - 1)
     else:  # the same day n months (years) back, and the day after it
@@ -397,6 +430,25 @@ def _back(m: re.Match[str], day: date) -> Span:
         first = date(year, month + 1, min(day.day, _month_span(year, month + 1).hi.day)) \
             + timedelta(days=1)
     return Span(first, day, back=True)
+
+
+def _month_part(m: re.Match[str], day: date) -> Span:
+    """The first, middle or last third of last / this / next month: "the end of last
+    month", "early next month", 上个月底, 这个月初, 下个月中."""
+    if m.re is _MONTH_PART_ZH:
+        which, part = m.groups()
+    else:
+        part, which = m.group(1) or m.group(2), m.group(3)
+    step = {"last": -1, "next": 1, "上": -1, "下": 1}.get(which.lower(), 0)
+    month = _shift(day, step, "month")
+    third = _PARTS[part.lower()]
+    first = month.lo + timedelta(days=10 * third)
+    return Span(first, month.hi if third == 2 else first + timedelta(days=9))
+
+
+def _earlier(m: re.Match[str], day: date) -> Span:
+    """"earlier this week": from the week's (month's, year's) first day to `day`."""
+    return Span(_shift(day, 0, m.group(1).lower()).lo, day, back=True)
 
 
 def _before_last(m: re.Match[str], day: date) -> Span | None:
@@ -432,11 +484,11 @@ _PLAN = re.compile(r"\b(?:will|won['\u2019]t|shall|would|going to|gonna|plan|pla
                    r"下周|下个月|下礼拜", re.IGNORECASE)
 _CLAUSE = re.compile(r"[;,.!?\n，。；！？]")
 # Not a day: "moved to Friday", "tickets for Friday's concert", Good Friday, Black Friday
-_WEEKDAY_EN = re.compile(
-    r"(?<!last )(?<!next )(?<!this )(?<!past )(?<!coming )(?<!every )(?<!to )(?<!for )"
-    r"(?<!until )(?<!till )(?<!by )(?<!before )(?<!good )(?<!black )(?<!ash )"
-    r"(?<!cyber )(?<!holy )(?<!maundy )(?<!easter )"
-    r"\b((?:mon|tues|wednes|thurs|fri|satur|sun)day)\b(?!s\b)", re.IGNORECASE)
+_WEEKDAY_EN = re.compile(r"\b((?:mon|tues|wednes|thurs|fri|satur|sun)day)\b(?!s\b)",
+                         re.IGNORECASE)
+_NOT_A_DAY_BEFORE = re.compile(
+    r"\b(?:last|next|this|past|coming|every|to|for|until|till|by|before|good|black|ash|"
+    r"cyber|holy|maundy|easter) $", re.IGNORECASE)
 # Not a day: 四周 (all around), 每逢周一 (every Monday)
 _WEEKDAY_ZH = re.compile(r"(?<![上下这本个每四逢])(?:周|星期|礼拜)([一二三四五六日天])"
                          r"(?![直起次些样定般共切气程子常天末])")

@@ -59,6 +59,7 @@ def _days(spans: list[Span]) -> list[tuple[str, str]]:
     ("元宵节我吃了什么", date(2025, 3, 12), ("2025-02-12", "2025-02-12")),
     ("去年冬至我吃了什么", date(2025, 3, 12), ("2024-12-21", "2024-12-21")),
     ("中秋节打算去哪", date(2025, 3, 12), ("2025-10-06", "2025-10-06")),  # a plan: the next
+    ("2023年春节我在哪", date(2025, 3, 12), ("2023-01-21", "2023-01-28")),  # not all 2023
 ])
 def test_a_festival_in_a_question_is_the_one_it_means(query: str, at: date,
                                                       days: tuple[str, str]) -> None:

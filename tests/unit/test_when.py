@@ -226,6 +226,19 @@ def test_two_back_or_ahead(query: str, days: tuple[str, str]) -> None:
     assert _days(asked(query, AT)) == [days]
 
 
+@pytest.mark.parametrize(("query", "days"), [  # asked on AT, Thursday 20 July 2023
+    ("上个月底我去了哪", ("2023-06-21", "2023-06-30")),
+    ("这个月初我买了什么", ("2023-07-01", "2023-07-10")),
+    ("下个月中有什么安排", ("2023-08-11", "2023-08-20")),
+    ("上个月末", ("2023-06-21", "2023-06-30")),
+    ("what did I do at the end of last month", ("2023-06-21", "2023-06-30")),
+    ("early next month", ("2023-08-01", "2023-08-10")),
+    ("mid-last month, what did I read", ("2023-06-11", "2023-06-20")),
+])
+def test_a_third_of_a_month(query: str, days: tuple[str, str]) -> None:
+    assert _days(asked(query, AT)) == [days]
+
+
 @pytest.mark.parametrize(("query", "lo"), [  # counted back to AT, Thursday 20 July 2023
     ("What did I do in the past week?", "2023-07-14"),  # seven days, today the last
     ("anything I ate over the last 3 days", "2023-07-18"),
@@ -242,6 +255,9 @@ def test_two_back_or_ahead(query: str, days: tuple[str, str]) -> None:
     ("最近一个星期我跑步了吗", "2023-07-14"),
     ("最近十几天我做了什么", "2023-07-06"),  # ten-odd: fifteen
     ("the past year", "2022-07-21"),
+    ("what did I do earlier this week", "2023-07-17"),  # from Monday
+    ("earlier this month, what did I buy", "2023-07-01"),
+    ("最近半个月我做了什么", "2023-07-06"),  # fifteen days
 ])
 def test_a_period_counted_back_runs_to_the_day_asked_and_is_over(query: str, lo: str) -> None:
     (span,) = asked(query, AT)
