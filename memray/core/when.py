@@ -242,7 +242,7 @@ def _weekdays_alone(text: str) -> list[int]:
     """The weekdays `text` names without last/next/this (full English names only: "sun",
     "sat" and "wed" are words too), not as a habit ("on Mondays", 每周一)."""
     out = [_WEEKDAYS[m.group(1).lower()] for m in _WEEKDAY_EN.finditer(text)
-           if _NOT_A_DAY_BEFORE.search(text, 0, m.start()) is None]
+           if _NOT_A_DAY_BEFORE.search(text, max(0, m.start() - 8), m.start()) is None]
     return out + [min("一二三四五六日天".index(m.group(1)), 6)  # 日 and 天: Sunday
                   for m in _WEEKDAY_ZH.finditer(text)]
 
@@ -486,6 +486,7 @@ _CLAUSE = re.compile(r"[;,.!?\n，。；！？]")
 # Not a day: "moved to Friday", "tickets for Friday's concert", Good Friday, Black Friday
 _WEEKDAY_EN = re.compile(r"\b((?:mon|tues|wednes|thurs|fri|satur|sun)day)\b(?!s\b)",
                          re.IGNORECASE)
+# the word right before a weekday (at most 7 letters and a space: read 8 back)
 _NOT_A_DAY_BEFORE = re.compile(
     r"\b(?:last|next|this|past|coming|every|to|for|until|till|by|before|good|black|ash|"
     r"cyber|holy|maundy|easter) $", re.IGNORECASE)
