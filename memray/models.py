@@ -96,9 +96,14 @@ class MemoryRecord(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @property
+    def said_at(self) -> datetime:
+        """When it was said: the message time, else when memray stored it."""
+        return self.occurred_at or self.created_at
+
+    @property
     def valid_since(self) -> datetime:
-        """When it became true: `valid_from`, else the message time, else its storing."""
-        return self.valid_from or self.occurred_at or self.created_at
+        """When it became true: `valid_from`, else when it was said."""
+        return self.valid_from or self.said_at
 
     def valid_at(self, when: datetime) -> bool:
         """True at `when`: begun by then, not superseded and not expired before it."""

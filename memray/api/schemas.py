@@ -17,7 +17,9 @@ from pydantic import (
 )
 from starlette.convertors import Convertor, register_url_convertor
 
+from memray.core import validate
 from memray.core.validate import MAX_SCOPE_BYTES, ZONES
+from memray.errors import InvalidInputError
 from memray.models import (
     DeletionCheck,
     DeletionReceipt,
@@ -230,9 +232,10 @@ _ZONES = sorted(ZONES)
 
 
 def _known_zone(name: str) -> str:
-    if name not in ZONES:
-        raise ValueError(f"{name[:80]!r} is no IANA time zone this server knows "
-                         "(e.g. UTC, Asia/Shanghai, Europe/Berlin)")
+    try:
+        validate.zone(name)
+    except InvalidInputError as exc:  # pydantic reports a ValueError as a 422 on the field
+        raise ValueError(str(exc)) from exc
     return name
 
 

@@ -56,7 +56,7 @@ def _mask(records: Sequence[MemoryRecord], key: tuple[tuple[str, ...], ...]) -> 
 
 def _said(records: Sequence[MemoryRecord]) -> np.ndarray:
     """When each record was said (its message time, else when it was stored), epoch s."""
-    return np.fromiter((int((r.occurred_at or r.created_at).timestamp()) for r in records),
+    return np.fromiter((int(r.said_at.timestamp()) for r in records),
                        dtype=np.int64, count=len(records))
 
 

@@ -248,8 +248,8 @@ def _days_said(candidates: list[tuple[MemoryRecord, float]],
                now: datetime) -> dict[str, list[when.Span]]:
     """The days each candidate is about (`when.happened`): the day it was said (its
     message time, else its storing, in `now`'s zone) and those it counts to or names."""
-    return {r.id: when.happened(r.content, (r.occurred_at or r.created_at).astimezone(
-        now.tzinfo)) for r, _ in candidates}
+    return {r.id: when.happened(r.content, r.said_at.astimezone(now.tzinfo))
+            for r, _ in candidates}
 
 
 def topics_of(record: MemoryRecord) -> frozenset[str]:

@@ -142,5 +142,5 @@ def _times_match(r: MemoryRecord, w: Where) -> bool:
         return False
     if w.created_before_ms is not None and created >= w.created_before_ms:
         return False
-    said = to_ms(r.occurred_at) if r.occurred_at is not None else created
+    said = to_ms(r.said_at)
     return not w.said_within_ms or any(lo <= said < hi for lo, hi in w.said_within_ms)
