@@ -126,17 +126,18 @@ def default_embedder(model: str | None = None) -> Embedder:
     return embedder
 
 
-def _fill(mem: Memory, case: Case) -> tuple[dict[str, str], list[str]]:
-    """Store the case's memories; (stored id -> case memory id, setup problems)."""
+def _fill(mem: Memory, case: Case, user: str) -> tuple[dict[str, str], list[str]]:
+    """Store the case's memories as `user`'s; (stored id -> case memory id, setup
+    problems)."""
     owner: dict[str, str] = {}
     problems: list[str] = []
     for i, m in enumerate(case.memories):
         if m.mode == "verbatim":
-            result = mem.add(m.text, user_id=USER, infer=False)
+            result = mem.add(m.text, user_id=user, infer=False)
         else:
             result = mem.add([{"role": "user", "content": m.text},
                               {"role": "assistant", "content": "OK."}],
-                             user_id=USER, session_id=f"s{i}")
+                             user_id=user, session_id=f"s{i}")
         ids = [e.memory_id for e in result.events if e.op in ("ADD", "UPDATE", "NOOP")]
         if not ids:
             problems.append(f"{case.id}/{m.id}: nothing stored from {m.text!r}")
@@ -149,30 +150,35 @@ def replay(cases: Sequence[Case], recalls: Sequence[RecallConfig], *,
            progress: Callable[[str], None] | None = None,
            ) -> tuple[list[list[Answer]], list[str]]:
     """Every case under every recall config: answers[config][case], setup problems.
-    Each case is stored once, in its own fresh `Memory`, and searched once per config."""
+    Each case is stored once, as its own user of one fresh `Memory`, and searched once
+    per config."""
     embedder = embedder or default_embedder()
     answers: list[list[Answer]] = [[] for _ in recalls]
     problems: list[str] = []
-    for n, case in enumerate(cases, 1):
-        with tempfile.TemporaryDirectory(prefix="memray-relevance-") as tmp:
-            base = MemoryConfig(data_dir=tmp)
-            with Memory(base, embedder=embedder) as mem:
-                owner, trouble = _fill(mem, case)
+    # One store for every case, a user per case: what a search sees (its candidates, the
+    # keyword index, the hot set) is the user's own, and opening a store per case was
+    # most of the replay's time.
+    with tempfile.TemporaryDirectory(prefix="memray-relevance-") as tmp:
+        base = MemoryConfig(data_dir=tmp)
+        with Memory(base, embedder=embedder) as mem:
+            for n, case in enumerate(cases, 1):
+                user = f"{USER}-{n}"
+                owner, trouble = _fill(mem, case, user)
                 problems += trouble
-                stored = mem.get_all(user_id=USER).items if context else []
+                stored = mem.get_all(user_id=user).items if context else []
                 for slot, recall in enumerate(recalls):
                     mem.config = base.model_copy(update={"recall": recall})
-                    hits = mem.search(case.query, user_id=USER)
+                    hits = mem.search(case.query, user_id=user)
                     returned = tuple(dict.fromkeys(owner.get(h.memory.id, "?") for h in hits))
                     found = None
                     if context:
-                        section = mem.context(case.query, user_id=USER)
+                        section = mem.context(case.query, user_id=user)
                         found = frozenset(owner[r.id] for r in stored
                                           if owner.get(r.id) in case.relevant
                                           and r.content in section)
                     answers[slot].append(Answer(case, returned, found))
-        if progress is not None and n % 20 == 0:
-            progress(f"{n}/{len(cases)} cases")
+                if progress is not None and n % 20 == 0:
+                    progress(f"{n}/{len(cases)} cases")
     return answers, problems
 
 
