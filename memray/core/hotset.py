@@ -64,8 +64,12 @@ def _inside(said: np.ndarray, span: Span, zone: tzinfo) -> np.ndarray:
     """Which of the times `said` fall on a day of `span`, days read in `zone`."""
     if span.months:  # a month of any year ("in June"), at today's offset of the zone
         shift = (datetime.now(zone).utcoffset() or timedelta()).total_seconds()
-        months = (said + int(shift)).astype("datetime64[s]").astype("datetime64[M]")
-        return np.isin(months.astype(np.int64) % 12 + 1, list(span.months))
+        days = (said + int(shift)).astype("datetime64[s]").astype("datetime64[D]")
+        months = days.astype("datetime64[M]")
+        of_month = (days - months.astype("datetime64[D]")).astype(np.int64) + 1
+        inside: np.ndarray = (np.isin(months.astype(np.int64) % 12 + 1, list(span.months))
+                              & (of_month >= span.days[0]) & (of_month <= span.days[1]))
+        return inside
     ((start, end),) = span.bounds(zone, range(0))
     return (said >= start) & (said < end)
 

@@ -89,54 +89,89 @@ _DATES_EN = re.compile(
     rf"\b{_MON},? ({_YEAR})\b|"  # October 2023
     rf"\b(spring|summer|autumn|fall|winter),? (?:of )?({_YEAR})\b|"  # summer 2021
     rf"\b(?:in|during|since|of|by) ({_YEAR})\b|"  # in 2023
-    rf"\b(?:in|during|since|by|on|early|late|mid|mid-|around) (?:the )?(?:{_DAY} )?{_MON}\b"
+    rf"\b(?:in|during|since|by|on|around) (?:the )?(?:{_DAY} )?{_MON}\b"
     rf"(?![ ,]*\d)|"
     rf"\bthe {_DAY} of {_MON}(?:,? ({_YEAR}))?\b",  # the 5th of May(, 2023)
     re.IGNORECASE)
+# 6月初 / 上旬 (days 1-10), 6月中 / 中旬 (11-20), 6月底 / 末 / 下旬 (21 to the end); not 6月初三
+# (a day), 6月中午 or 6月中国
+_ZH_THIRD = r"上旬|中旬|下旬|初(?![一二三四五六七八九十])|底|末|中(?![国文心学午间部东餐药医])"
 _DATES_ZH = re.compile(
-    rf"({_YEAR})年(?:([\d{_ZH_NUM}]{{1,3}})月(?:([\d{_ZH_NUM}]{{1,3}})[日号])?)?|"
-    rf"([\d{_ZH_NUM}]{{1,3}})月(?:([\d{_ZH_NUM}]{{1,3}})[日号])?")
+    rf"({_YEAR})年(?:([\d{_ZH_NUM}]{{1,3}})月(?:([\d{_ZH_NUM}]{{1,3}})[日号]|({_ZH_THIRD}))?)?|"
+    rf"([\d{_ZH_NUM}]{{1,3}})月(?:([\d{_ZH_NUM}]{{1,3}})[日号]|({_ZH_THIRD}))?")
+# What every English date names: a number or a month (a prefix of its name)
+_MAY_NAME_A_DATE = re.compile(r"\d|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)",
+                              re.IGNORECASE)
+# "mid-July", "early June 2023", "the end of June"; "July 4th", "on May 5" (no year)
+_MONTH_PART_NAMED_EN = re.compile(
+    rf"\b(?:(?:the )?(beginning|start|middle|end) of |(early|mid|late)[- ]?){_MON}"
+    rf"(?:,? ({_YEAR}))?\b|"
+    rf"\b{_MON} {_DAY}\b(?!,? {_YEAR})(?![:.]?\d)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
 class Span:
     """Days from `lo` to `hi`, both included; with `months` instead (a month named without
-    its year: "in June"), those months of any year. `back`: counted back to the day it
-    was said or asked ("the past week", 最近三天), so it looks at what is over."""
+    its year: "in June"), those months of any year, and of them only the days of the month
+    `days` holds ("mid-July": 11-20, "July 4th": 4-4; 31 stands for the month's last).
+    `back`: counted back to the day it was said or asked ("the past week", 最近三天), so it
+    looks at what is over."""
 
     lo: date
     hi: date
     months: frozenset[int] = frozenset()
     back: bool = False
+    days: tuple[int, int] = (1, 31)
 
     def meets(self, other: Span) -> bool:
         if self.months or other.months:
             if self.months and other.months:
-                return bool(self.months & other.months)
-            months, span = (self.months, other) if self.months else (other.months, self)
-            return bool(months & span.month_set())
+                return bool(self.months & other.months) and (
+                    self.days[0] <= other.days[1] and other.days[0] <= self.days[1])
+            yearly, span = (self, other) if self.months else (other, self)
+            return yearly._meets_dates(span)
         return self.lo <= other.hi and other.lo <= self.hi
+
+    def _meets_dates(self, span: Span) -> bool:
+        """Whether a month of any year (this span) holds a day of the dated `span`."""
+        if self.days == (1, 31):
+            return bool(self.months & span.month_set())
+        if (span.hi - span.lo).days >= 366:
+            return True
+        return any(lo <= span.hi and span.lo <= hi
+                   for lo, hi in self._in_years(range(span.lo.year, span.hi.year + 1)))
+
+    def _in_years(self, years: range) -> list[tuple[date, date]]:
+        """This span's days in each of `years` (a month of any year only)."""
+        out = []
+        for y in years:
+            for m in sorted(self.months):
+                last = _month_span(y, m).hi.day
+                if self.days[0] <= last:
+                    out.append((date(y, m, self.days[0]), date(y, m, min(self.days[1], last))))
+        return out
 
     def width(self) -> int:
         """Days between the first and the last (31 a month of any year)."""
-        return 31 * len(self.months) - 1 if self.months else (self.hi - self.lo).days
+        if self.months:
+            return min(31, self.days[1] - self.days[0] + 1) * len(self.months) - 1
+        return (self.hi - self.lo).days
 
     def over_by(self, day: date) -> bool:
         """Whether the span ended before `day` (a month of any year: unless it holds it;
         a span counted back to `day`: it looks at what is over)."""
         if self.months:
-            return day.month not in self.months
+            return not (day.month in self.months and self.days[0] <= day.day <= self.days[1])
         return self.hi < day or (self.back and self.lo < day)
 
     def bounds(self, zone: tzinfo, years: range) -> list[tuple[float, float]]:
         """The span as epoch seconds, each range from the start of its first day to the
         start of the day after its last, days read in `zone`; a month of any year, that
-        month of each of `years`."""
+        month (its `days`) in each of `years`."""
         if not self.months:
             return [(_midnight(self.lo, zone), _midnight(self.hi + timedelta(days=1), zone))]
-        return [(_midnight(date(y, m, 1), zone), _midnight(_month_span(y, m).hi
-                                                             + timedelta(days=1), zone))
-                for y in years for m in sorted(self.months)]
+        return [(_midnight(lo, zone), _midnight(hi + timedelta(days=1), zone))
+                for lo, hi in self._in_years(years)]
 
     def month_set(self) -> frozenset[int]:
         """The calendar months the span touches (all twelve from a year on)."""
@@ -162,8 +197,14 @@ def named_dates(text: str, year: int | None = None, *,
     the festival's table does not reach that year)."""
     taken = [f.span for f in (festivals.named(text) if feasts is None else feasts)
              if f.year is None or festivals.when(f.name, f.year)]
-    out = [span for m in _DATES_EN.finditer(text)
-           if not _inside_any(m, taken) and (span := _en_date(m, year))]
+    out: list[Span] = []
+    if _MAY_NAME_A_DATE.search(text):  # most texts hold no digit and no month: ~40 us less
+        for m in _MONTH_PART_NAMED_EN.finditer(text):
+            if not _inside_any(m, taken) and (span := _en_month_day(m, year)):
+                out.append(span)
+                taken.append(m.span())
+        out += [span for m in _DATES_EN.finditer(text)
+                if not _inside_any(m, taken) and (span := _en_date(m, year))]
     out += [span for m in _DATES_ZH.finditer(text)
             if not _inside_any(m, taken) and (span := _zh_date(m, year))]
     return out
@@ -316,6 +357,35 @@ def _day(year: int, month: int, day: int) -> Span | None:
     return Span(d, d)
 
 
+_THIRDS = ((1, 10), (11, 20), (21, 31))
+
+
+def _in_month(year: int | None, month: int, days: tuple[int, int]) -> Span | None:
+    """Days `days` of a month: of `year`, else of any year; None where no year has them
+    (the 31st of June)."""
+    if not (1 <= month <= 12 and 1 <= days[0] <= days[1] <= 31):
+        return None
+    if year is None:
+        return (Span(date.min, date.min, frozenset({month}), days=days)
+                if days[0] <= _month_span(2024, month).hi.day else None)
+    last = _month_span(year, month).hi.day
+    if days[0] > last:
+        return None
+    return Span(date(year, month, days[0]), date(year, month, min(days[1], last)))
+
+
+def _en_month_day(m: re.Match[str], year: int | None) -> Span | None:
+    """A third of a named month ("mid-July", "the end of June 2023") or a day of one
+    without its year ("July 4th"; not "may 5", the verb)."""
+    part, early, name, named_year, day_name, day = m.groups()
+    if day_name:
+        if day_name == "may":
+            return None
+        return _in_month(year, _MONTHS[day_name.lower()], (int(day), int(day)))
+    third = _THIRDS[_PARTS[(part or early).lower()]]
+    return _in_month(int(named_year) if named_year else year, _MONTHS[name.lower()], third)
+
+
 def _en_date(m: re.Match[str], year: int | None) -> Span | None:
     g = m.groups()
     if g[0]:  # October 13, 2023
@@ -334,9 +404,9 @@ def _en_date(m: re.Match[str], year: int | None) -> Span | None:
     day, name, named_year = (g[16], g[17], g[18]) if g[16] else (g[14], g[15], None)
     month = _MONTHS[name.lower()]
     y = int(named_year) if named_year else year
-    if y is None:
-        return Span(date.min, date.min, frozenset({month}))
-    return _day(y, month, int(day)) if day else _month_span(y, month)
+    if day:
+        return _in_month(y, month, (int(day), int(day)))
+    return Span(date.min, date.min, frozenset({month})) if y is None else _month_span(y, month)
 
 
 _ZH_DIGITS = {c: i for i, c in enumerate("零一二三四五六七八九")} | {"〇": 0, "两": 2}
@@ -354,18 +424,21 @@ def _zh_int(text: str) -> int | None:
 
 
 def _zh_date(m: re.Match[str], year: int | None) -> Span | None:
-    y_text, month_text, day_text, month_only, day_only = m.groups()
+    y_text, month_text, day_text, part, month_only, day_only, part_only = m.groups()
     if y_text and not month_text:
         return _year_span(int(y_text))
     y = int(y_text) if y_text else year
     month = _zh_int(month_text or month_only)
     day_text = day_text or day_only
-    day = _zh_int(day_text) if day_text else None
+    part = part or part_only
     if month is None or not 1 <= month <= 12:
         return None
-    if y is None:
-        return Span(date.min, date.min, frozenset({month}))
-    return _day(y, month, day) if day else _month_span(y, month)
+    if day_text:
+        day = _zh_int(day_text)
+        return None if day is None else _in_month(y, month, (day, day))
+    if part:
+        return _in_month(y, month, _THIRDS[_PARTS[part]])
+    return Span(date.min, date.min, frozenset({month})) if y is None else _month_span(y, month)
 
 
 _COUNT = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
@@ -380,8 +453,8 @@ _MONTH_PART_EN = re.compile(
     r"\b(?:(?:the )?(beginning|start|middle|end) of |(early|mid|late)[- ]?)(last|this|next) "
     r"month\b", re.IGNORECASE)
 _MONTH_PART_ZH = re.compile(rf"({_SHANG}|{_XIA}|这|{_BEN})个?月(初|中|底|末)")
-_PARTS = {"beginning": 0, "start": 0, "early": 0, "初": 0, "middle": 1, "mid": 1, "中": 1,
-          "end": 2, "late": 2, "底": 2, "末": 2}
+_PARTS = {"beginning": 0, "start": 0, "early": 0, "初": 0, "上旬": 0, "middle": 1, "mid": 1,
+          "中": 1, "中旬": 1, "end": 2, "late": 2, "底": 2, "末": 2, "下旬": 2}
 _EARLIER_EN = re.compile(r"\bearlier this (week|month|year)\b", re.IGNORECASE)
 _BEFORE_LAST_EN = re.compile(rf"\bthe (week|weekend|month|year|{_WEEKDAY}) before last\b",
                              re.IGNORECASE)

@@ -150,6 +150,9 @@ def test_what_was_said_in_a_span_follows_the_write() -> None:
     assert hot.search("u", 1, q, 1, Where(), lambda: rows) is not None
     assert said(1, week) == ["cooked chili", "ran by the river"]
     assert said(1, [Span(june, june, frozenset({7}))]) == ["watched a film"]  # July, any year
+    assert said(1, [Span(june, june, frozenset({6}), days=(11, 20))]) == [
+        "cooked chili", "ran by the river"]  # mid-June, any year
+    assert said(1, [Span(june, june, frozenset({6, 7}), days=(21, 31))]) == []  # late June/July
     assert said(1, week, Where(ids=(rows[0].record.id,))) == ["ran by the river"]
     late = _on("hiked the ridge", 3, date(2024, 6, 15))
     hot.applied("u", [StoreOp(kind="delete", user_id="u", ids=(rows[1].record.id,)),

@@ -158,6 +158,64 @@ def test_a_month_without_a_year_is_that_month_of_any_year() -> None:
     assert [s.months for s in named_dates("她五月去了哪里")] == [frozenset({5})]
 
 
+@pytest.mark.parametrize(("query", "month", "days"), [
+    ("What did I do in mid-July?", 7, (11, 20)),
+    ("where were we at the end of June", 6, (21, 31)),
+    ("Early March was busy, wasn't it?", 3, (1, 10)),
+    ("What happened on July 4th?", 7, (4, 4)),
+    ("What did she do on the 5th of May?", 5, (5, 5)),
+    ("what did we eat on 3 May", 5, (3, 3)),
+    ("6月底我去了哪里", 6, (21, 31)),
+    ("三月上旬发生了什么", 3, (1, 10)),
+    ("十月中旬我在哪", 10, (11, 20)),
+    ("7月4号我们干了什么", 7, (4, 4)),
+])
+def test_part_of_a_month_without_a_year_is_those_days_of_any_year(
+        query: str, month: int, days: tuple[int, int]) -> None:
+    (span,) = named_dates(query)
+    assert (span.months, span.days) == (frozenset({month}), days)
+
+
+@pytest.mark.parametrize(("text", "days"), [
+    ("I moved in mid-July", ("2023-07-11", "2023-07-20")),
+    ("the end of February was cold", ("2023-02-21", "2023-02-28")),
+    ("early June 2022 we went to Lisbon", ("2022-06-01", "2022-06-10")),
+    ("We had a barbecue on July 4th", ("2023-07-04", "2023-07-04")),
+    ("2022年6月中旬我们搬家了", ("2022-06-11", "2022-06-20")),
+    ("5月初我去了北京", ("2023-05-01", "2023-05-10")),
+])
+def test_part_of_a_month_in_a_memory_is_of_the_year_it_was_said(
+        text: str, days: tuple[str, str]) -> None:
+    assert _days(happened(text, AT)[1:]) == [days]
+
+
+@pytest.mark.parametrize("text", [
+    "June 31 is no day", "I may 5 times", "6月初三是端午", "5月中午很热", "6月中国队赢了",
+    "the meeting is at March 3:30"])
+def test_what_is_no_part_of_a_month(text: str) -> None:
+    assert all(s.days == (1, 31) for s in named_dates(text))
+
+
+def test_part_of_a_month_of_any_year_meets_those_days_only() -> None:
+    mid_july = named_dates("What did I do in mid-July?")
+    assert meets(mid_july, happened("we moved house today", date(2021, 7, 15)))
+    assert not meets(mid_july, happened("we moved house today", date(2021, 7, 25)))
+    assert meets(mid_july, happened("in July it was hot", date(2021, 7, 25)))  # whole month
+    assert meets(mid_july, named_dates("in July"))
+    assert not meets(mid_july, named_dates("on July 4th"))
+    end_of_june = named_dates("the end of June")[0]
+    assert end_of_june.width() == 10 and not end_of_june.over_by(date(2023, 6, 30))
+    assert end_of_june.over_by(date(2023, 6, 20)) and end_of_june.over_by(AT)
+
+
+def test_part_of_a_month_of_any_year_in_epoch_seconds_skips_the_years_without_it() -> None:
+    day_31 = Span(AT, AT, frozenset({2, 3}), days=(29, 31))
+    got = [(datetime.fromtimestamp(a, UTC).date(), datetime.fromtimestamp(b, UTC).date())
+           for a, b in day_31.bounds(UTC, range(2023, 2025))]
+    assert got == [(date(2023, 3, 29), date(2023, 4, 1)), (date(2024, 2, 29), date(2024, 3, 1)),
+                   (date(2024, 3, 29), date(2024, 4, 1))]
+
+
 @pytest.mark.parametrize("query", [
     "What may happen next?", "When did she go to the beach?", "Did they march on?",
     "她三个月前做了什么"])
