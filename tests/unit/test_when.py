@@ -413,3 +413,13 @@ def test_a_memory_about_a_wider_time_is_not_about_the_day_asked() -> None:
     assert meets(yesterday, this_year[1:]) and not about(yesterday, this_year)
     assert about(asked("what did I do last month", AT),
                  happened("last week I painted the fence", date(2023, 6, 20)))
+
+
+def test_a_memorys_days_are_read_once_per_text_and_day_and_given_as_a_fresh_list() -> None:
+    said = date(2023, 7, 19)
+    first = happened("yesterday we went to the lake", said)
+    first.append(Span(AT, AT))  # the caller's list is its own
+    again = happened("yesterday we went to the lake", datetime(2023, 7, 19, 22, tzinfo=UTC))
+    assert _days(again) == [("2023-07-19", "2023-07-19"), ("2023-07-18", "2023-07-18")]
+    assert _days(happened("yesterday we went to the lake", AT))[1] == ("2023-07-19",
+                                                                        "2023-07-19")
