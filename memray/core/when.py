@@ -189,16 +189,18 @@ def _midnight(day: date, zone: tzinfo) -> float:
     return datetime.combine(day, clock_time(), zone).timestamp()
 
 
-def named_dates(text: str, year: int | None = None, *,
+def named_dates(text: str, said: date | None = None, *,
                 feasts: list[festivals.Named] | None = None) -> list[Span]:
     """The dates `text` names outright: "October 13, 2023", "in 2023", "summer 2021",
-    "2023年5月", "in June" (no year: of `year` where one is known, else of any year). A
+    "2023年5月", "in June" (no year: for a text said on `said`, see `_year_of`; else of
+    any year). A
     relative expression ("last week") needs a moment to count from: see `happened`.
     The year of a festival (2023年春节) is that festival's, not the whole year (unless
     the festival's table does not reach that year)."""
     taken = [f.span for f in (festivals.named(text) if feasts is None else feasts)
              if f.year is None or festivals.when(f.name, f.year)]
     out: list[Span] = []
+    year = _year_of(text, said)
     if _MAY_NAME_A_DATE.search(text):  # most texts hold no digit and no month: ~40 us less
         for m in _MONTH_PART_NAMED_EN.finditer(text):
             if not _inside_any(m, taken) and (span := _en_month_day(m, year)):
@@ -230,7 +232,7 @@ def happened(text: str, at: datetime | date) -> list[Span]:
 @functools.lru_cache(maxsize=16_384)
 def _happened_on(text: str, day: date) -> tuple[Span, ...]:
     feasts = festivals.named(text)
-    placed = (_relative(text, day, feasts) + named_dates(text, day.year, feasts=feasts)
+    placed = (_relative(text, day, feasts) + named_dates(text, day, feasts=feasts)
               + _festivals(text, day, feasts))
     return (Span(day, day), *placed, *([] if placed else _past_weekdays(text, day)))
 
@@ -366,6 +368,35 @@ def _day(year: int, month: int, day: int) -> Span | None:
 
 
 _THIRDS = ((1, 10), (11, 20), (21, 31))
+YearOf = Callable[[int, int], "int | None"]  # (month, where it is named) -> its year
+
+
+def _year_of(text: str, said: date | None) -> YearOf:
+    """The year of a month `text` names without one, the text said on `said`: the nearest
+    such month ("due in mid-Jan" said in December: next January; "since October" said in
+    January: last October), but not a year ahead in a clause that tells of the past ("we
+    went to Japan in May" said in December) nor a year back in a plan ("I'm flying to
+    Lisbon in November" said in March). No day said (a question): None, any year."""
+    if said is None:
+        return lambda month, at: None
+
+    def year_of(month: int, at: int) -> int:
+        ahead = month - said.month
+        year = said.year - (ahead > 6) + (ahead < -6)
+        clause = _clause_at(text, at)
+        if year > said.year and _tells_past(clause):
+            return year - 1
+        if year < said.year and _PLAN.search(clause):
+            return year + 1
+        return year
+    return year_of
+
+
+def _clause_at(text: str, at: int) -> str:
+    """The clause of `text` that holds position `at`."""
+    starts = [m.end() for m in _CLAUSE.finditer(text, 0, at)]
+    end = _CLAUSE.search(text, at)
+    return text[starts[-1] if starts else 0:end.start() if end else len(text)]
 
 
 def _in_month(year: int | None, month: int, days: tuple[int, int]) -> Span | None:
@@ -382,19 +413,20 @@ def _in_month(year: int | None, month: int, days: tuple[int, int]) -> Span | Non
     return Span(date(year, month, days[0]), date(year, month, min(days[1], last)))
 
 
-def _en_month_day(m: re.Match[str], year: int | None) -> Span | None:
+def _en_month_day(m: re.Match[str], year: YearOf) -> Span | None:
     """A third of a named month ("mid-July", "the end of June 2023") or a day of one
     without its year ("July 4th"; not "may 5", the verb)."""
     part, early, name, named_year, day_name, day = m.groups()
     if day_name:
         if day_name == "may":
             return None
-        return _in_month(year, _MONTHS[day_name.lower()], (int(day), int(day)))
-    third = _THIRDS[_PARTS[(part or early).lower()]]
-    return _in_month(int(named_year) if named_year else year, _MONTHS[name.lower()], third)
+        month = _MONTHS[day_name.lower()]
+        return _in_month(year(month, m.start()), month, (int(day), int(day)))
+    third, month = _THIRDS[_PARTS[(part or early).lower()]], _MONTHS[name.lower()]
+    return _in_month(int(named_year) if named_year else year(month, m.start()), month, third)
 
 
-def _en_date(m: re.Match[str], year: int | None) -> Span | None:
+def _en_date(m: re.Match[str], year: YearOf) -> Span | None:
     g = m.groups()
     if g[0]:  # October 13, 2023
         return _day(int(g[2]), _MONTHS[g[0].lower()], int(g[1]))
@@ -411,7 +443,7 @@ def _en_date(m: re.Match[str], year: int | None) -> Span | None:
     # in June, on 3 May, the 5th of May(, 2023): without a year, the speaker's
     day, name, named_year = (g[16], g[17], g[18]) if g[16] else (g[14], g[15], None)
     month = _MONTHS[name.lower()]
-    y = int(named_year) if named_year else year
+    y = int(named_year) if named_year else year(month, m.start())
     if day:
         return _in_month(y, month, (int(day), int(day)))
     return Span(date.min, date.min, frozenset({month})) if y is None else _month_span(y, month)
@@ -431,16 +463,16 @@ def _zh_int(text: str) -> int | None:
     return digits.get(text) if len(text) == 1 else None
 
 
-def _zh_date(m: re.Match[str], year: int | None) -> Span | None:
+def _zh_date(m: re.Match[str], year: YearOf) -> Span | None:
     y_text, month_text, day_text, part, month_only, day_only, part_only = m.groups()
     if y_text and not month_text:
         return _year_span(int(y_text))
-    y = int(y_text) if y_text else year
     month = _zh_int(month_text or month_only)
     day_text = day_text or day_only
     part = part or part_only
     if month is None or not 1 <= month <= 12:
         return None
+    y = int(y_text) if y_text else year(month, m.start())
     if day_text:
         day = _zh_int(day_text)
         return None if day is None else _in_month(y, month, (day, day))

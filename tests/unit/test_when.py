@@ -184,7 +184,7 @@ def test_part_of_a_month_without_a_year_is_those_days_of_any_year(
     ("2022年6月中旬我们搬家了", ("2022-06-11", "2022-06-20")),
     ("5月初我去了北京", ("2023-05-01", "2023-05-10")),
 ])
-def test_part_of_a_month_in_a_memory_is_of_the_year_it_was_said(
+def test_part_of_a_month_in_a_memory_is_placed_in_the_year_it_was_said_near(
         text: str, days: tuple[str, str]) -> None:
     assert _days(happened(text, AT)[1:]) == [days]
 
@@ -423,3 +423,23 @@ def test_a_memorys_days_are_read_once_per_text_and_day_and_given_as_a_fresh_list
     assert _days(again) == [("2023-07-19", "2023-07-19"), ("2023-07-18", "2023-07-18")]
     assert _days(happened("yesterday we went to the lake", AT))[1] == ("2023-07-19",
                                                                         "2023-07-19")
+
+
+@pytest.mark.parametrize(("text", "said", "days"), [
+    ("the baby is due in mid-Jan", date(2024, 12, 1), ("2025-01-11", "2025-01-20")),
+    ("he hasn't done his homework since October", date(2025, 1, 15),
+     ("2024-10-01", "2024-10-31")),
+    ("Greta wants to host the next one in January", date(2024, 12, 8),
+     ("2025-01-01", "2025-01-31")),
+    ("we went to Japan in May", date(2024, 12, 5), ("2024-05-01", "2024-05-31")),
+    ("I'm flying to Lisbon in November", date(2024, 3, 5), ("2024-11-01", "2024-11-30")),
+    ("Mum called: her operation is booked for the 19th of August", date(2024, 7, 27),
+     ("2024-08-19", "2024-08-19")),
+    ("In June it rained a lot", date(2024, 12, 20), ("2024-06-01", "2024-06-30")),
+    ("十月我们去了北京", date(2024, 2, 1), ("2023-10-01", "2023-10-31")),
+    ("宝宝预产期是一月中旬", date(2024, 11, 20), ("2025-01-11", "2025-01-20")),
+    ("the conference in March 2023 was long", date(2024, 12, 1), ("2023-03-01", "2023-03-31")),
+])
+def test_a_month_a_memory_names_without_a_year_is_the_nearest_its_tense_allows(
+        text: str, said: date, days: tuple[str, str]) -> None:
+    assert _days(happened(text, said)[1:]) == [days]
