@@ -16,7 +16,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, tzinfo
+from datetime import tzinfo
 from typing import NamedTuple
 
 import numpy as np
@@ -62,13 +62,13 @@ def _said(records: Sequence[MemoryRecord]) -> np.ndarray:
 
 def _inside(said: np.ndarray, span: Span, zone: tzinfo) -> np.ndarray:
     """Which of the times `said` fall on a day of `span`, days read in `zone`."""
-    if span.months:  # a month of any year ("in June"), at today's offset of the zone
-        shift = (datetime.now(zone).utcoffset() or timedelta()).total_seconds()
-        days = (said + int(shift)).astype("datetime64[s]").astype("datetime64[D]")
-        months = days.astype("datetime64[M]")
-        of_month = (days - months.astype("datetime64[D]")).astype(np.int64) + 1
-        inside: np.ndarray = (np.isin(months.astype(np.int64) % 12 + 1, list(span.months))
-                              & (of_month >= span.days[0]) & (of_month <= span.days[1]))
+    if span.months:  # a month of any year ("in June"): its days in each year said
+        if not len(said):
+            return np.zeros(0, dtype=bool)
+        years = said.astype("datetime64[s]").astype("datetime64[Y]").astype(np.int64) + 1970
+        inside = np.zeros(len(said), dtype=bool)
+        for start, end in span.bounds(zone, range(int(years.min()) - 1, int(years.max()) + 2)):
+            inside |= (said >= start) & (said < end)
         return inside
     ((start, end),) = span.bounds(zone, range(0))
     return (said >= start) & (said < end)

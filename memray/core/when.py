@@ -94,9 +94,11 @@ _DATES_EN = re.compile(
     rf"(?![ ,]*\d)|"
     rf"\bthe {_DAY} of {_MON}(?:,? ({_YEAR}))?\b",  # the 5th of May(, 2023)
     re.IGNORECASE)
-# 6月初 / 上旬 (days 1-10), 6月中 / 中旬 (11-20), 6月底 / 末 / 下旬 (21 to the end); not 6月初三
-# (a day), 6月中午 or 6月中国
-_ZH_THIRD = r"上旬|中旬|下旬|初(?![一二三四五六七八九十])|底|末|中(?![国文心学午间部东餐药医])"
+# 6月初 / 上旬 (days 1-10), 6月中 / 中旬 (11-20), 6月底 / 末 / 下旬 (21 to the end), 中下旬,
+# 上中旬; not 6月初三 (a day) or 6月初中毕业, and 中 only where no word follows it (6月中考,
+# 6月中美会谈, 7月中暑, 6月中午 are no third)
+_ZH_THIRD = (r"上中旬|中下旬|上旬|中旬|下旬|初(?![一二三四五六七八九十中])|底|末|"
+             r"中(?![\u3400-\u9fff])|中(?=的)")
 _DATES_ZH = re.compile(
     rf"({_YEAR})年(?:([\d{_ZH_NUM}]{{1,3}})月(?:([\d{_ZH_NUM}]{{1,3}})[日号]|({_ZH_THIRD}))?)?|"
     rf"([\d{_ZH_NUM}]{{1,3}})月(?:([\d{_ZH_NUM}]{{1,3}})[日号]|({_ZH_THIRD}))?")
@@ -105,9 +107,9 @@ _MAY_NAME_A_DATE = re.compile(r"\d|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|
                               re.IGNORECASE)
 # "mid-July", "early June 2023", "the end of June"; "July 4th", "on May 5" (no year)
 _MONTH_PART_NAMED_EN = re.compile(
-    rf"\b(?:(?:the )?(beginning|start|middle|end) of |(early|mid|late)[- ]?){_MON}"
+    rf"\b(?:(?:the )?(beginning|start|middle|end) of |(early|mid|late)[- ]){_MON}"
     rf"(?:,? ({_YEAR}))?\b|"
-    rf"\b{_MON} {_DAY}\b(?!,? {_YEAR})(?![:.]?\d)", re.IGNORECASE)
+    rf"\b{_MON} {_DAY}\b(?![ ,]*\d)(?![:.]?\d)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -137,7 +139,7 @@ class Span:
         """Whether a month of any year (this span) holds a day of the dated `span`."""
         if self.days == (1, 31):
             return bool(self.months & span.month_set())
-        if (span.hi - span.lo).days >= 366:
+        if (span.hi - span.lo).days >= 366 * 8:  # 8 years hold every day of every month
             return True
         return any(lo <= span.hi and span.lo <= hi
                    for lo, hi in self._in_years(range(span.lo.year, span.hi.year + 1)))
@@ -228,7 +230,7 @@ def happened(text: str, at: datetime | date) -> list[Span]:
 
 # A memory's days depend only on its text and the day it was said, and every dated search
 # reads them for each candidate (~0.1 ms each): the same memories come back search after
-# search. 16k entries hold a few MB.
+# search. 16k entries of everyday length hold a few MB (tens at the 2,000-character cap).
 @functools.lru_cache(maxsize=16_384)
 def _happened_on(text: str, day: date) -> tuple[Span, ...]:
     feasts = festivals.named(text)
@@ -367,35 +369,41 @@ def _day(year: int, month: int, day: int) -> Span | None:
     return Span(d, d)
 
 
-_THIRDS = ((1, 10), (11, 20), (21, 31))
+_THIRDS = ((1, 10), (11, 20), (21, 31), (1, 20), (11, 31))  # the last two: 上中旬, 中下旬
 YearOf = Callable[[int, int], "int | None"]  # (month, where it is named) -> its year
 
 
 def _year_of(text: str, said: date | None) -> YearOf:
-    """The year of a month `text` names without one, the text said on `said`: the nearest
-    such month ("due in mid-Jan" said in December: next January; "since October" said in
-    January: last October), but not a year ahead in a clause that tells of the past ("we
-    went to Japan in May" said in December) nor a year back in a plan ("I'm flying to
-    Lisbon in November" said in March). No day said (a question): None, any year."""
+    """The year of a month `text` names without one, the text said on `said`: the year it
+    was said, unless its clause tells of the past and the month is still to come then ("we
+    went to Japan in August" said in June, "since October" said in January: last year's),
+    or tells of a plan and the month is over ("I'm flying home in January" said in
+    December, "the baby is due in mid-Jan": next year's). No day said (a question): None,
+    any year."""
     if said is None:
         return lambda month, at: None
 
     def year_of(month: int, at: int) -> int:
-        ahead = month - said.month
-        year = said.year - (ahead > 6) + (ahead < -6)
         clause = _clause_at(text, at)
-        if year > said.year and _tells_past(clause):
-            return year - 1
-        if year < said.year and _PLAN.search(clause):
-            return year + 1
-        return year
+        if month > said.month and (_tells_past(clause) or _SINCE.search(clause)):
+            return said.year - 1
+        if month < said.month and (_PLAN.search(clause) or _DUE.search(clause)):
+            return said.year + 1
+        return said.year
     return year_of
 
 
+# What places a month named alone in the past or to come, beside _PAST and _PLAN
+_SINCE = re.compile(r"\b(?:since|back in|last)\b", re.IGNORECASE)
+_DUE = re.compile(r"\b(?:due|until)\b", re.IGNORECASE)
+_CLAUSE_OR_COLON = re.compile(r"[;,.!?\n，。；！？:：]")
+
+
 def _clause_at(text: str, at: int) -> str:
-    """The clause of `text` that holds position `at`."""
-    starts = [m.end() for m in _CLAUSE.finditer(text, 0, at)]
-    end = _CLAUSE.search(text, at)
+    """The clause of `text` that holds position `at` (a colon ends one too: "Mum called:
+    the operation is booked for August")."""
+    starts = [m.end() for m in _CLAUSE_OR_COLON.finditer(text, 0, at)]
+    end = _CLAUSE_OR_COLON.search(text, at)
     return text[starts[-1] if starts else 0:end.start() if end else len(text)]
 
 
@@ -413,13 +421,30 @@ def _in_month(year: int | None, month: int, days: tuple[int, int]) -> Span | Non
     return Span(date(year, month, days[0]), date(year, month, min(days[1], last)))
 
 
+_BEFORE_A_DAY = re.compile(r"\b(?:on|by|until|till|from|since|before|after|of)\s*$",
+                           re.IGNORECASE)
+
+
+def _reads_as_a_month(name: str, m: re.Match[str]) -> bool:
+    """Whether `name` is the month, not a verb or an adjective: written as a name (not
+    "we march 5 miles", "the august members", "too late may I add"), and May before a
+    bare number only with "5th" or a word that leads to a date ("on May 5"; not "May 5 of
+    us come?")."""
+    if not ((name[:1].isupper() and name[1:].islower()) or (name.isupper() and len(name) > 3)):
+        return False
+    if name.lower() != "may" or m.group(5) is None or not m.group(6):
+        return True
+    ordinal = m.group(0)[-2:].lower() in ("st", "nd", "rd", "th")
+    return ordinal or bool(_BEFORE_A_DAY.search(m.string, 0, m.start()))
+
+
 def _en_month_day(m: re.Match[str], year: YearOf) -> Span | None:
     """A third of a named month ("mid-July", "the end of June 2023") or a day of one
     without its year ("July 4th"; not "may 5", the verb)."""
     part, early, name, named_year, day_name, day = m.groups()
+    if not _reads_as_a_month(name or day_name, m):
+        return None
     if day_name:
-        if day_name == "may":
-            return None
         month = _MONTHS[day_name.lower()]
         return _in_month(year(month, m.start()), month, (int(day), int(day)))
     third, month = _THIRDS[_PARTS[(part or early).lower()]], _MONTHS[name.lower()]
@@ -494,7 +519,8 @@ _MONTH_PART_EN = re.compile(
     r"month\b", re.IGNORECASE)
 _MONTH_PART_ZH = re.compile(rf"({_SHANG}|{_XIA}|这|{_BEN})个?月(初|中|底|末)")
 _PARTS = {"beginning": 0, "start": 0, "early": 0, "初": 0, "上旬": 0, "middle": 1, "mid": 1,
-          "中": 1, "中旬": 1, "end": 2, "late": 2, "底": 2, "末": 2, "下旬": 2}
+          "中": 1, "中旬": 1, "end": 2, "late": 2, "底": 2, "末": 2, "下旬": 2, "上中旬": 3,
+          "中下旬": 4}
 _EARLIER_EN = re.compile(r"\bearlier this (week|month|year)\b", re.IGNORECASE)
 _BEFORE_LAST_EN = re.compile(rf"\bthe (week|weekend|month|year|{_WEEKDAY}) before last\b",
                              re.IGNORECASE)

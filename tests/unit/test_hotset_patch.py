@@ -176,3 +176,15 @@ def test_the_days_said_are_read_in_the_zone_asked() -> None:
     assert hot.said_in("u", 1, q, friday, beijing, 10, Where()) == []
     saturday = [Span(date(2024, 6, 15), date(2024, 6, 15))]
     assert len(hot.said_in("u", 1, q, saturday, beijing, 10, Where()) or []) == 1
+
+
+def test_a_day_of_any_year_is_read_in_the_zone_of_its_own_date() -> None:
+    berlin = ZoneInfo("Europe/Berlin")
+    said = np.array([int(datetime(2023, 7, 4, 0, 30, tzinfo=berlin).timestamp()),
+                     int(datetime(2023, 7, 3, 23, 30, tzinfo=berlin).timestamp()),
+                     int(datetime(2021, 1, 4, 0, 30, tzinfo=berlin).timestamp())])
+    july_4th = Span(date.min, date.min, frozenset({7}), days=(4, 4))
+    assert hotset._inside(said, july_4th, berlin).tolist() == [True, False, False]
+    january_4th = Span(date.min, date.min, frozenset({1}), days=(4, 4))
+    assert hotset._inside(said, january_4th, berlin).tolist() == [False, False, True]
+    assert hotset._inside(said[:0], july_4th, berlin).tolist() == []

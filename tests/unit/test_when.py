@@ -169,6 +169,10 @@ def test_a_month_without_a_year_is_that_month_of_any_year() -> None:
     ("三月上旬发生了什么", 3, (1, 10)),
     ("十月中旬我在哪", 10, (11, 20)),
     ("7月4号我们干了什么", 7, (4, 4)),
+    ("6月中下旬我在哪", 6, (11, 31)),
+    ("What did I do on May 5th?", 5, (5, 5)),
+    ("what happened on May 5", 5, (5, 5)),
+    ("Where was I on Oct. 3?", 10, (3, 3)),
 ])
 def test_part_of_a_month_without_a_year_is_those_days_of_any_year(
         query: str, month: int, days: tuple[int, int]) -> None:
@@ -191,7 +195,10 @@ def test_part_of_a_month_in_a_memory_is_placed_in_the_year_it_was_said_near(
 
 @pytest.mark.parametrize("text", [
     "June 31 is no day", "I may 5 times", "6月初三是端午", "5月中午很热", "6月中国队赢了",
-    "the meeting is at March 3:30"])
+    "the meeting is at March 3:30", "We march 5 miles a day", "they will march 10 km",
+    "the august 5 members", "May 5 of us come?", "too late may I add",
+    "the end of may be near", "5月中考", "6月中美会谈", "7月中暑了", "6月初中毕业",
+    "we moved midjuly", "October 13,2023 was a Friday", "July 4, 1776"])
 def test_what_is_no_part_of_a_month(text: str) -> None:
     assert all(s.days == (1, 31) for s in named_dates(text))
 
@@ -429,17 +436,22 @@ def test_a_memorys_days_are_read_once_per_text_and_day_and_given_as_a_fresh_list
     ("the baby is due in mid-Jan", date(2024, 12, 1), ("2025-01-11", "2025-01-20")),
     ("he hasn't done his homework since October", date(2025, 1, 15),
      ("2024-10-01", "2024-10-31")),
+    ("like you suggested back in October", date(2025, 1, 12), ("2024-10-01", "2024-10-31")),
     ("Greta wants to host the next one in January", date(2024, 12, 8),
      ("2025-01-01", "2025-01-31")),
-    ("we went to Japan in May", date(2024, 12, 5), ("2024-05-01", "2024-05-31")),
-    ("I'm flying to Lisbon in November", date(2024, 3, 5), ("2024-11-01", "2024-11-30")),
+    ("we went to Japan in August", date(2024, 6, 15), ("2023-08-01", "2023-08-31")),
+    ("I will finish it by the end of June", date(2024, 12, 10), ("2025-06-21", "2025-06-30")),
     ("Mum called: her operation is booked for the 19th of August", date(2024, 7, 27),
      ("2024-08-19", "2024-08-19")),
+    # no tense either way: the year it was said
+    ("we moved to Berlin in February", date(2024, 11, 20), ("2024-02-01", "2024-02-29")),
+    ("Our Lisbon trip is in November", date(2024, 3, 5), ("2024-11-01", "2024-11-30")),
     ("In June it rained a lot", date(2024, 12, 20), ("2024-06-01", "2024-06-30")),
+    ("宝宝预产期是一月中旬", date(2024, 11, 20), ("2024-01-11", "2024-01-20")),
     ("十月我们去了北京", date(2024, 2, 1), ("2023-10-01", "2023-10-31")),
-    ("宝宝预产期是一月中旬", date(2024, 11, 20), ("2025-01-11", "2025-01-20")),
+    ("我们打算一月中旬去哈尔滨", date(2024, 11, 20), ("2025-01-11", "2025-01-20")),
     ("the conference in March 2023 was long", date(2024, 12, 1), ("2023-03-01", "2023-03-31")),
 ])
-def test_a_month_a_memory_names_without_a_year_is_the_nearest_its_tense_allows(
+def test_a_month_a_memory_names_without_a_year_is_of_the_year_said_unless_its_tense_moves_it(
         text: str, said: date, days: tuple[str, str]) -> None:
     assert _days(happened(text, said)[1:]) == [days]
