@@ -1,7 +1,9 @@
 """Holidays and festivals as days of a year, so "what did I do at Christmas?", 去年春节 and
 "I spent Easter at my parents'" place something in time: fixed dates (Christmas, New Year,
-Valentine's Day, Halloween, 元旦, 国庆节, 五一), Easter (computed), US Thanksgiving, and the
-Chinese lunisolar festivals and solar terms (春节, 除夕, 元宵节, 端午节, 中秋节, 清明, 冬至).
+Valentine's Day, Halloween, Hogmanay, 元旦, 国庆节, 五一), Easter (computed), the US
+Thanksgiving, Fourth of July, Memorial Day and Labor Day (by these names only: Independence
+Day, Labour Day and Mother's Day fall on other days in other countries), and the Chinese
+lunisolar festivals and solar terms (春节, 除夕, 元宵节, 端午节, 中秋节, 清明, 冬至).
 
 The lunisolar dates come from a table for 1990-2060, generated once from the MIT-licensed
 `holidays` package (`holidays.calendars.chinese`), so nothing is computed or installed at
@@ -92,6 +94,21 @@ def _easter(before: int, after: int) -> Callable[[int], tuple[date, date]]:
     return days
 
 
+def _monday_weekend(month: int, nth: int) -> Callable[[int], tuple[date, date]]:
+    """A holiday on the `nth` Monday of `month` (-1: the last), with the weekend before it
+    (US Memorial Day, Labor Day)."""
+    def days(year: int) -> tuple[date, date]:
+        if nth > 0:
+            first = date(year, month, 1)
+            monday = first + timedelta(days=(-first.weekday()) % 7 + 7 * (nth - 1))
+        else:
+            last = date(year + month // 12, month % 12 + 1, 1) - timedelta(days=1)
+            monday = last - timedelta(days=last.weekday())
+        return monday - timedelta(days=2), monday
+
+    return days
+
+
 def _thanksgiving(year: int) -> tuple[date, date]:
     """The US one: the fourth Thursday of November, through its weekend."""
     first = date(year, 11, 1)
@@ -105,7 +122,9 @@ _DAYS: dict[str, Days] = {
     "christmas": _fixed(12, 24, 2), "xmas": _fixed(12, 24, 2), "boxing day": _fixed(12, 26),
     "new year's eve": _fixed(12, 31), "new year's day": _fixed(1, 1),
     "new year": _fixed(1, 1, from_previous=1), "valentine's day": _fixed(2, 14),
-    "halloween": _fixed(10, 31), "thanksgiving": _thanksgiving,
+    "halloween": _fixed(10, 31), "thanksgiving": _thanksgiving, "hogmanay": _fixed(12, 31),
+    "fourth of july": _fixed(7, 4),
+    "memorial day": _monday_weekend(5, -1), "labor day": _monday_weekend(9, 1),
     "easter": _easter(2, 1), "easter weekend": _easter(2, 1), "easter sunday": _easter(0, 0),
     "easter monday": _easter(-1, 1), "good friday": _easter(2, -2),
     "圣诞": _fixed(12, 24, 2), "圣诞节": _fixed(12, 24, 2), "平安夜": _fixed(12, 24),
@@ -122,7 +141,7 @@ _DAYS: dict[str, Days] = {
 _EN = re.compile(
     r"\b(?:(last|this|next) )?(christmas (?:eve|day)|christmas|xmas|boxing day|"
     r"new year['\u2019]?s (?:eve|day)|new year|valentine['\u2019]?s(?: day)?|halloween|"
-    r"thanksgiving|"
+    r"thanksgiving|hogmanay|fourth of july|memorial day|labor day|"
     r"easter (?:weekend|sunday|monday)|easter|good friday)\b(?:,? ((?:19|20)\d\d)\b)?",
     re.IGNORECASE)
 _ZH = re.compile(r"(去年|今年|明年)?(?:((?:19|20)\d\d)年)?的?"

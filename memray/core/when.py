@@ -251,7 +251,22 @@ def asked(question: str, at: datetime | date) -> list[Span]:
     placed = (named_dates(question, feasts=feasts) + _relative(question, day, feasts)
               + _festivals(question, day, feasts))
     # "last week on Friday", "Monday, March 3": the weekday is inside a time already placed
-    return placed or _past_weekdays(question, day)
+    return placed or _past_weekdays(question, day) or _earlier_today(question, day)
+
+
+# Today, in a question: "where did I run this morning?", 今天早上我吃了什么
+_TODAY = re.compile(r"\b(?:today|this (?:morning|afternoon|evening)|tonight)\b|今天|今早|今晚",
+                    re.IGNORECASE)
+
+
+def _earlier_today(question: str, day: date) -> list[Span]:
+    """The day asked, for a question about what happened earlier that day (a clause with
+    "today", "this morning", 今天 that tells of the past; not "what should I cook
+    tonight?")."""
+    if not _TODAY.search(question):
+        return []
+    clauses = _CLAUSE.split(question)
+    return [Span(day, day)] if any(_TODAY.search(c) and _tells_past(c) for c in clauses) else []
 
 
 def _festivals(text: str, day: date, feasts: list[festivals.Named]) -> list[Span]:

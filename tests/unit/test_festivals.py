@@ -31,6 +31,12 @@ def test_easter(year: int, sunday: date) -> None:
     ("good friday", 2025, (date(2025, 4, 18), date(2025, 4, 18))),
     ("easter weekend", 2025, (date(2025, 4, 18), date(2025, 4, 21))),
     ("国庆节", 2024, (date(2024, 10, 1), date(2024, 10, 7))),
+    ("memorial day", 2025, (date(2025, 5, 24), date(2025, 5, 26))),  # the last Monday, 31 days
+    ("memorial day", 2021, (date(2021, 5, 29), date(2021, 5, 31))),  # ... on the 31st
+    ("labor day", 2024, (date(2024, 8, 31), date(2024, 9, 2))),
+    ("labor day", 2025, (date(2025, 8, 30), date(2025, 9, 1))),  # on the 1st
+    ("fourth of july", 2025, (date(2025, 7, 4), date(2025, 7, 4))),
+    ("hogmanay", 2024, (date(2024, 12, 31), date(2024, 12, 31))),
 ])
 def test_the_days_a_festival_holds(name: str, year: int, days: tuple[date, date]) -> None:
     assert festivals.when(name, year) == days
@@ -75,6 +81,7 @@ def test_a_festival_in_a_memory_is_the_one_it_tells_of() -> None:
 
 
 @pytest.mark.parametrize("text", ["我吃了元宵", "这件事让人很难过年轻人不懂", "我在五一班",
-                                  "新年快乐", "Easterly winds", "the Christmassy lights"])
+                                  "新年快乐", "Easterly winds", "the Christmassy lights",
+                                  "What did we do on Independence Day?", "Labour Day plans?"])
 def test_words_that_are_no_festival(text: str) -> None:
     assert asked(text, date(2025, 3, 12)) == []

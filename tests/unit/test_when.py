@@ -248,8 +248,15 @@ def test_the_days_a_question_asks_about_count_from_when_it_is_asked(
 
 
 @pytest.mark.parametrize("query", [
+    "Where did I run this morning?", "What did I eat today?", "今天早上我吃了什么？",
+    "Who did I meet this afternoon?"])
+def test_a_question_about_what_happened_earlier_today_asks_about_today(query: str) -> None:
+    assert _days(asked(query, AT)) == [("2023-07-20", "2023-07-20")]
+
+
+@pytest.mark.parametrize("query", [
     "What should I cook tonight?", "Any plans today?", "我今天该吃什么", "What do I like?",
-    "When did she go to the beach?"])
+    "When did she go to the beach?", "What am I doing this evening?", "今晚要做什么菜？"])
 def test_a_question_about_the_present_or_no_time_asks_about_no_day(query: str) -> None:
     assert asked(query, AT) == []
 
