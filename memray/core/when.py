@@ -586,7 +586,7 @@ def _back(m: re.Match[str], day: date) -> Span:
     return Span(first, day, back=True)
 
 
-def _month_part(m: re.Match[str], day: date) -> Span:
+def _month_part(m: re.Match[str], day: date) -> Span | None:
     """The first, middle or last third of last / this / next month: "the end of last
     month", "early next month", 上个月底, 这个月初, 下个月中."""
     if m.re is _MONTH_PART_ZH:
@@ -594,10 +594,8 @@ def _month_part(m: re.Match[str], day: date) -> Span:
     else:
         part, which = m.group(1) or m.group(2), m.group(3)
     step = {"last": -1, "next": 1, "上": -1, "下": 1}.get(which.lower(), 0)
-    month = _shift(day, step, "month")
-    third = _PARTS[part.lower()]
-    first = month.lo + timedelta(days=10 * third)
-    return Span(first, month.hi if third == 2 else first + timedelta(days=9))
+    month = _shift(day, step, "month").lo
+    return _in_month(month.year, month.month, _THIRDS[_PARTS[part.lower()]])
 
 
 def _earlier(m: re.Match[str], day: date) -> Span:

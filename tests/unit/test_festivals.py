@@ -8,7 +8,8 @@ from datetime import date
 import pytest
 
 from memray.core import festivals
-from memray.core.when import Span, asked, happened
+from memray.core.when import asked, happened
+from tests.unit.test_when import _days
 
 
 @pytest.mark.parametrize(("year", "sunday"), [
@@ -46,10 +47,6 @@ def test_a_lunisolar_festival_outside_the_table_holds_no_days() -> None:
     assert festivals.when("春节", festivals.FIRST_YEAR - 1) is None
     # only the year it names is left
     assert _days(asked("1980年春节我在哪", date(2025, 3, 1))) == [("1980-01-01", "1980-12-31")]
-
-
-def _days(spans: list[Span]) -> list[tuple[str, str]]:
-    return [(s.lo.isoformat(), s.hi.isoformat()) for s in spans]
 
 
 @pytest.mark.parametrize(("query", "at", "days"), [
