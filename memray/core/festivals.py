@@ -3,7 +3,8 @@
 Valentine's Day, Halloween, Hogmanay, 元旦, 国庆节, 五一), Easter (computed), the US
 Thanksgiving, Fourth of July, Memorial Day and Labor Day (by these names only: Independence
 Day, Labour Day and Mother's Day fall on other days in other countries), and the Chinese
-lunisolar festivals and solar terms (春节, 除夕, 元宵节, 端午节, 中秋节, 清明, 冬至).
+lunisolar festivals and solar terms (春节, 除夕, 元宵节, 端午节, 中秋节, 清明, 冬至), and 年前,
+the three weeks before 春节.
 
 The lunisolar dates come from a table for 1990-2060, generated once from the MIT-licensed
 `holidays` package (`holidays.calendars.chinese`), so nothing is computed or installed at
@@ -132,6 +133,7 @@ _DAYS: dict[str, Days] = {
     "万圣节": _fixed(10, 31), "儿童节": _fixed(6, 1), "五一": _fixed(5, 1, 4),
     "劳动节": _fixed(5, 1, 4), "国庆": _fixed(10, 1, 6), "国庆节": _fixed(10, 1, 6),
     "春节": _lunisolar(_SPRING, 1, 6), "过年": _lunisolar(_SPRING, 1, 6),
+    "年前": _lunisolar(_SPRING, 21, -1),  # the weeks before it (年前回家, 年前把活干完)
     "除夕": _lunisolar(_SPRING, 1, -1), "大年三十": _lunisolar(_SPRING, 1, -1),
     "大年初一": _lunisolar(_SPRING), "元宵节": _lunisolar(_SPRING, -14, 14),
     "端午": _lunisolar(_DRAGON_BOAT), "端午节": _lunisolar(_DRAGON_BOAT),
@@ -147,7 +149,10 @@ _EN = re.compile(
 _ZH = re.compile(r"(去年|今年|明年)?(?:((?:19|20)\d\d)年)?的?"
                  r"(圣诞节|圣诞|平安夜|元旦|跨年|情人节|万圣节|儿童节|"
                  r"(?<![\d一二三四五六七八九十])五一(?![\d一二三四五六七八九十班])|劳动节|"
-                 r"国庆节|国庆|春节|(?<![难])过年|除夕|大年三十|大年初一|元宵节|端午节|端午|"
+                 r"国庆节|国庆|春节|(?<![难])过年|除夕|"
+                 # not 三年前, 多年前, 去年前 (counted years) or 新年前
+                 r"(?<![\d〇零一二两三四五六七八九十百千万几多少干半数每这那当同次全新早些去今明前])"
+                 r"年前|大年三十|大年初一|元宵节|端午节|端午|"
                  r"中秋节|中秋|清明节|冬至)")
 _STEP = {"last": -1, "this": 0, "next": 1, "去年": -1, "今年": 0, "明年": 1}
 

@@ -14,6 +14,7 @@ import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from datetime import date, datetime, timedelta, tzinfo
 from datetime import time as clock_time
 
@@ -95,10 +96,10 @@ _DATES_EN = re.compile(
     rf"\bthe {_DAY} of {_MON}(?:,? ({_YEAR}))?\b",  # the 5th of May(, 2023)
     re.IGNORECASE)
 # 6月初 / 上旬 (days 1-10), 6月中 / 中旬 (11-20), 6月底 / 末 / 下旬 (21 to the end), 中下旬,
-# 上中旬; not 6月初三 (a day) or 6月初中毕业, and 中 only where no word follows it (6月中考,
-# 6月中美会谈, 7月中暑, 6月中午 are no third)
+# 上中旬; not 6月初三 (a day) or 6月初中毕业, and 中 only before a pronoun, 的 or no word
+# (6月中我们去了…; 6月中考, 6月中美会谈, 7月中暑, 6月中午 are no third)
 _ZH_THIRD = (r"上中旬|中下旬|上旬|中旬|下旬|初(?![一二三四五六七八九十中])|底|末|"
-             r"中(?![\u3400-\u9fff])|中(?=的)")
+             r"中(?![\u3400-\u9fff])|中(?=[的我你他她咱])")
 _DATES_ZH = re.compile(
     rf"({_YEAR})年(?:([\d{_ZH_NUM}]{{1,3}})月(?:([\d{_ZH_NUM}]{{1,3}})[日号]|({_ZH_THIRD}))?)?|"
     rf"([\d{_ZH_NUM}]{{1,3}})月(?:([\d{_ZH_NUM}]{{1,3}})[日号]|({_ZH_THIRD}))?")
@@ -203,6 +204,10 @@ def named_dates(text: str, said: date | None = None, *,
              if f.year is None or festivals.when(f.name, f.year)]
     out: list[Span] = []
     year = _year_of(text, said)
+    for m in _year_parts(text):  # "the end of 2023", 2023年底; not also all of 2023
+        if _written_year(m) and (span := _year_part(m, said, year=year)):
+            out.append(span)
+        taken.append(m.span())
     if _MAY_NAME_A_DATE.search(text):  # most texts hold no digit and no month: ~40 us less
         for m in _MONTH_PART_NAMED_EN.finditer(text):
             if not _inside_any(m, taken) and (span := _en_month_day(m, year)):
@@ -213,6 +218,11 @@ def named_dates(text: str, said: date | None = None, *,
     out += [span for m in _DATES_ZH.finditer(text)
             if not _inside_any(m, taken) and (span := _zh_date(m, year))]
     return out
+
+
+def _written_year(m: re.Match[str]) -> bool:
+    """Whether a part of a year names its year ("early 2024", 2023年底)."""
+    return bool(m.group(5) if m.re is _YEAR_PART_EN else m.group(1))
 
 
 def _inside_any(m: re.Match[str], taken: list[tuple[int, int]]) -> bool:
@@ -338,12 +348,20 @@ def _relative(text: str, day: date, feasts: list[festivals.Named]) -> list[Span]
     hold ("weeks", 去年) is no more."""
     back = [*_BACK_EN.finditer(text), *_BACK_ZH.finditer(text)]
     earlier = list(_EARLIER_EN.finditer(text))
+    halves = list(_HALF_EN.finditer(text))
     parts = [*_MONTH_PART_EN.finditer(text), *_MONTH_PART_ZH.finditer(text)]
+    years = _year_parts(text)
     out = [span for m in back if (span := _safely(_back, m, day))]
     out += [span for m in earlier if (span := _safely(_earlier, m, day))]
+    out += [span for m in halves if (span := _safely(_half, m, day))]
     out += [span for m in parts if (span := _safely(_month_part, m, day))]
+    year = _year_of(text, day)
+    out += [span for m in years if not _written_year(m)
+            and (span := _safely(partial(_year_part, year=year), m, day))]
+    seasons = list(_SEASON_ALONE.finditer(text))
+    out += [span for m in seasons if (span := _safely(_season_alone, m, day))]
     # 去年春节 is last year's spring festival, not last year
-    taken = ([m.span() for m in (*back, *earlier, *parts)]
+    taken = ([m.span() for m in (*back, *earlier, *halves, *parts, *years, *seasons)]
              + [f.span for f in feasts])
     for pattern, read in ((_RELATIVE_EN, _en_relative), (_RELATIVE_ZH, _zh_relative),
                           (_BEFORE_LAST_EN, _before_last)):
@@ -529,6 +547,11 @@ _RELATIVE_EN = re.compile(
     rf"({_NUMBER}) (day|week|month|year)s? (ago|back|later|from now)|"
     rf"(last|next|this past|this coming|this) (week|weekend|month|year|summer|winter|"
     rf"spring|autumn|fall|{_WEEKDAY}))\b(?! of\b)", re.IGNORECASE)  # the last week of June
+# "half a year ago", "a year and a half ago", "two and a half weeks later", "a fortnight ago"
+_HALF_EN = re.compile(
+    rf"\b(?:half an? (day|week|month|year)|({_NUMBER}) (day|week|month|year)s? and a half|"
+    rf"({_NUMBER}) and a half (day|week|month|year)s?|({_NUMBER}) (fortnight)s?) "
+    rf"(ago|back|later|from now)\b", re.IGNORECASE)
 _MONTH_PART_EN = re.compile(
     r"\b(?:(?:the )?(beginning|start|middle|end) of |(early|mid|late)[- ]?)(last|this|next) "
     r"month\b", re.IGNORECASE)
@@ -536,6 +559,27 @@ _MONTH_PART_ZH = re.compile(rf"({_SHANG}|{_XIA}|这|{_BEN})个?月(初|中|底|�
 _PARTS = {"beginning": 0, "start": 0, "early": 0, "初": 0, "上旬": 0, "middle": 1, "mid": 1,
           "中": 1, "中旬": 1, "end": 2, "late": 2, "底": 2, "末": 2, "下旬": 2, "上中旬": 3,
           "中下旬": 4}
+# Parts of a year: "early 2024", "the end of last year", "mid-2023", "the first half of the
+# year", 2023年底, 去年年初, 今年上半年, 年底 (a year's thirds: January-April, May-August,
+# September-December; its halves). 年中 as 6月中: not before a word (今年中秋, 2023年中国).
+_YEAR_PART_EN = re.compile(
+    rf"\b(?:(?:the )?(beginning|start|middle|end) of |(early|mid|late)[- ]|"
+    rf"(?:the )?(first|second|1st|2nd) half of )(?:(the|this|last|next) year|({_YEAR}))\b",
+    re.IGNORECASE)
+_ZH_YEAR_PART = (r"初(?![一二三四五六七八九十])|底|末|中(?![\u3400-\u9fff])|"
+                 r"中(?=[的我你他她咱])")
+_YEAR_PART_ZH = re.compile(
+    rf"(?:({_YEAR})|({_QU}|今|{_MING}|{_QIAN}))年(?:年?({_ZH_YEAR_PART})|(上半年|下半年))|"
+    rf"(?<![\d{_ZH_NUM}百千万几多半数每这那当同次全新年去今明前])"
+    rf"(?:年({_ZH_YEAR_PART})|(上半年|下半年))")
+_YEAR_THIRDS = {"beginning": (1, 4), "start": (1, 4), "early": (1, 4), "初": (1, 4),
+                "middle": (5, 8), "mid": (5, 8), "中": (5, 8), "end": (9, 12), "late": (9, 12),
+                "底": (9, 12), "末": (9, 12), "first": (1, 6), "1st": (1, 6), "上半年": (1, 6),
+                "second": (7, 12), "2nd": (7, 12), "下半年": (7, 12)}
+_WHICH_YEAR = {"this": 0, "last": -1, "next": 1, "今": 0, "去": -1, "明": 1, "前": -2}
+# A season alone: "over the winter", "in the summer" (not "the summer of 2021": a date)
+_SEASON_ALONE = re.compile(r"\b(?:in|over|during|through|throughout) the (spring|summer|"
+                           r"autumn|fall|winter)\b(?![ ,]*(?:of\b|\d))", re.IGNORECASE)
 _EARLIER_EN = re.compile(r"\bearlier this (week|month|year)\b", re.IGNORECASE)
 _BEFORE_LAST_EN = re.compile(rf"\bthe (week|weekend|month|year|{_WEEKDAY}) before last\b",
                              re.IGNORECASE)
@@ -545,7 +589,8 @@ _RELATIVE_ZH = re.compile(
     # 上周六 is last week's Saturday; 上周一起 ("together"), 上周一直 ("all along"), 上周天气,
     # 本周日程, 下周三天 are the whole week; 上上周, 下下个月: two back or ahead
     rf"((?:{_SHANG}){{1,2}}|(?:{_XIA}){{1,2}}|这|{_BEN})(?:个)?(周末|周|星期|礼拜|月)(?:([一二三四五六日天])(?![直起次些样定般共切气程子常天]))?|"
-    rf"([\d{_ZH_NUM}]{{1,6}})(天|周|个星期|个月|年)(前|以前|之前|后|以后)")
+    # 三天前, 两个月后; 半年前, 一年半前, 一个半月前, 半个月前; 几天前, 十几年前
+    rf"([\d{_ZH_NUM}]{{1,6}}几?|几|半)(个半|半个|个)?(天|周|星期|月|年)(半)?(前|以前|之前|后|以后)")
 # A period counted back to now: "(in) the past two weeks", "over the last few days", "the
 # past month", "last 3 days", 最近三天, 过去一周, 这两天, 前几天, 近两个月. Without a count
 # only "the past week" and "in/over/during/within the last week": "the last week of June",
@@ -586,6 +631,57 @@ def _back(m: re.Match[str], day: date) -> Span:
     return Span(first, day, back=True)
 
 
+def _half(m: re.Match[str], day: date) -> Span | None:
+    """"half a year ago", "a year and a half ago", "two fortnights later"."""
+    half_of, n1, unit1, n2, unit2, n3, _, way = m.groups()
+    if half_of:
+        n, unit = 0.5, half_of
+    elif n1 or n2:
+        n, unit = _rolled(n1 or n2) + 0.5, unit1 or unit2
+    else:
+        n, unit = 2.0 * _rolled(n3), "week"
+    return _counted(day, -n if way.lower() in ("ago", "back") else n, unit.lower())
+
+
+def _year_parts(text: str) -> list[re.Match[str]]:
+    return [*_YEAR_PART_EN.finditer(text), *_YEAR_PART_ZH.finditer(text)]
+
+
+def _year_part(m: re.Match[str], day: date | None, *, year: YearOf) -> Span | None:
+    """A part of a year: of the year written out ("early 2024", 2023年底), of the one
+    last / this / next (去年年底) counts to from `day`, else (年初, "the end of the year") of
+    the year `year` gives its months (`_year_of`: "年底我升职了" said in January is last
+    year's end)."""
+    if m.re is _YEAR_PART_EN:
+        part, early, half, which, written = m.groups()
+        part = part or early or half
+    else:
+        written, which, part, half, part_alone, half_alone = m.groups()
+        part = part or half or part_alone or half_alone
+    first, last = _YEAR_THIRDS[part.lower()]
+    if written:
+        y = int(written)
+    elif day is None:
+        return None
+    elif which and which.lower() in _WHICH_YEAR:
+        y = day.year + _WHICH_YEAR[which.lower()]
+    else:  # the tense of its clause moves it a year back or on
+        back, on = year(first, m.start()), year(last, m.start())
+        y = day.year - 1 if back == day.year - 1 else (day.year + 1 if on == day.year + 1
+                                                       else day.year)
+    return Span(date(y, first, 1), _month_span(y, last).hi)
+
+
+def _season_alone(m: re.Match[str], day: date) -> Span:
+    """"over the winter": in what tells of the past the latest begun by `day`, else the
+    one holding `day` or the next."""
+    name = m.group(1).lower()
+    seasons = [_season_of(y, name) for y in range(day.year - 2, day.year + 2)]
+    if _tells_past(_clause_at(m.string, m.start())):
+        return [s for s in seasons if s.lo <= day][-1]
+    return next(s for s in seasons if s.hi >= day)
+
+
 def _month_part(m: re.Match[str], day: date) -> Span | None:
     """The first, middle or last third of last / this / next month: "the end of last
     month", "early next month", 上个月底, 这个月初, 下个月中."""
@@ -623,10 +719,18 @@ def _rolled(count: str) -> int:
     return _COUNT.get(word) or (int(word) if word.isdigit() else (_zh_int(word) or 1))
 
 
-# A question about the past: English auxiliaries and common past forms, Chinese 了 / 过.
-_PAST = re.compile(r"\b(?:did|was|were|had)(?:n['\u2019]t)?\b|\b(?:went|ate|got|said|told|"
-                   r"met|made|saw|bought|spent|paid|cooked|watched|played|visited|called)\b|"
-                   r"(?<![除为忘别罢])了|过", re.IGNORECASE)
+# What tells of the past: English auxiliaries, the common irregular past forms, a regular
+# one right after its subject ("he proposed", "what happened"; not "I need", "I'm excited"),
+# Chinese 了 / 过.
+_PAST = re.compile(
+    r"\b(?:did|was|were|had)(?:n['\u2019]t)?\b|\b(?:went|ate|got|said|told|met|made|saw|"
+    r"bought|spent|paid|took|came|left|gave|found|began|ran|swam|flew|drove|rode|wrote|won|"
+    r"lost|felt|kept|slept|sold|sent|built|broke|chose|forgot|heard|held|knew|taught|"
+    r"thought|brought|caught|fought|threw|wore|sang|sat|stood|woke|fell|grew|drew|became|"
+    r"spoke|froze|shook|hung|fed|led|hid|lent|meant|shot|tore|understood)\b|"
+    r"\b(?:i|we|you|he|she|they|it|what|who|which)\s+(?:\w+ly\s+|just\s+|also\s+|never\s+|"
+    r"first\s+|all\s+|both\s+)?(?!(?:ne|fe|se|spe|ble|bre|procee|excee|succee|emb)ed\b)"
+    r"[a-z]{2,}ed\b|(?<![除为忘别罢])了|过", re.IGNORECASE)
 # A plan, a wish or a reminder: "I'll", "I'm flying", "going to"; 要 as "will" (not 重要,
 # 需要, 要求), 别忘, 打算. Not 会, which is also a meeting (开会) or a party (聚会).
 _PLAN = re.compile(r"\b(?:will|won['\u2019]t|shall|would|going to|gonna|plan|planned|"
@@ -724,7 +828,7 @@ _ZH_DAYS = {"昨天": -1, "昨晚": -1, "前天": -2, "大前天": -3, "明天":
 
 def _zh_relative(m: re.Match[str], day: date) -> Span | None:
     (which_year, season, back, before, tomorrow, last_year, year_before, next_year, way,
-     period, weekday, count, unit, direction) = m.groups()
+     period, weekday, count, counter, unit, half, direction) = m.groups()
     if season:
         year = day.year + {"去年": -1, "今年": 0, "明年": 1}[which_year]
         return _season_of(year, {"春": "spring", "夏": "summer", "秋": "autumn",
@@ -744,8 +848,19 @@ def _zh_relative(m: re.Match[str], day: date) -> Span | None:
             d = week.lo + timedelta(days=min("一二三四五六日天".index(weekday), 6))
             return Span(d, d)
         return week
-    n = _zh_int(count)
-    if n is None:
+    if unit == "月" and not (counter or count == "半"):  # 三月前: before March
         return None
-    units = {"天": "day", "周": "week", "个星期": "week", "个月": "month", "年": "year"}
-    return _shift(day, -n if direction in ("前", "以前", "之前") else n, units[unit])
+    halves = "半" in count + (counter or "") + (half or "")
+    n = (0 if count == "半" else _rolled(count)) + (0.5 if halves else 0)
+    return _counted(day, n if direction in ("后", "以后") else -n, _UNITS[unit])
+
+
+def _counted(day: date, n: float, unit: str) -> Span | None:
+    """`n` (a half too: "a year and a half ago", 半年前) days, weeks, months or years from
+    `day`, read in the unit below where it is not whole: 18 months, about 6 weeks."""
+    if n == int(n):
+        return _shift(day, int(n), unit)
+    finer = {"year": ("month", 12), "month": ("week", 4.35), "week": ("day", 7),
+             "day": ("day", 1)}[unit]
+    steps = round(n * finer[1])
+    return None if steps == 0 else _shift(day, steps, finer[0])
