@@ -1,6 +1,6 @@
 """Holidays and festivals as days of a year, so "what did I do at Christmas?", 去年春节 and
 "I spent Easter at my parents'" place something in time: fixed dates (Christmas, New Year,
-Valentine's Day, Halloween, Hogmanay, 元旦, 国庆节, 五一), Easter (computed), the US
+Valentine's Day, Halloween, Hogmanay, 元旦, 国庆节, 五一, 双十一), Easter (computed), the US
 Thanksgiving, Fourth of July, Memorial Day and Labor Day (by these names only: Independence
 Day, Labour Day and Mother's Day fall on other days in other countries), and the Chinese
 lunisolar festivals and solar terms (春节, 除夕, 元宵节, 端午节, 中秋节, 清明, 冬至), and 年前,
@@ -128,6 +128,8 @@ _DAYS: dict[str, Days] = {
     "memorial day": _monday_weekend(5, -1), "labor day": _monday_weekend(9, 1),
     "easter": _easter(2, 1), "easter weekend": _easter(2, 1), "easter sunday": _easter(0, 0),
     "easter monday": _easter(-1, 1), "good friday": _easter(2, -2),
+    "双十一": _fixed(11, 11), "双11": _fixed(11, 11), "光棍节": _fixed(11, 11),
+    "双十二": _fixed(12, 12), "双12": _fixed(12, 12),
     "圣诞": _fixed(12, 24, 2), "圣诞节": _fixed(12, 24, 2), "平安夜": _fixed(12, 24),
     "元旦": _fixed(1, 1), "跨年": _fixed(1, 1, from_previous=1), "情人节": _fixed(2, 14),
     "万圣节": _fixed(10, 31), "儿童节": _fixed(6, 1), "五一": _fixed(5, 1, 4),
@@ -144,16 +146,20 @@ _EN = re.compile(
     r"\b(?:(last|this|next) )?(christmas (?:eve|day)|christmas|xmas|boxing day|"
     r"new year['\u2019]?s (?:eve|day)|new year|valentine['\u2019]?s(?: day)?|halloween|"
     r"thanksgiving|hogmanay|fourth of july|memorial day|labor day|"
-    r"easter (?:weekend|sunday|monday)|easter|good friday)\b(?:,? ((?:19|20)\d\d)\b)?",
+    r"easter (?:weekend|sunday|monday)|easter|good friday)\b"
+    r"(?:,? ((?:19|20)\d\d)\b| (last|this|next) year\b)?",  # "Christmas Day last year"
     re.IGNORECASE)
 _ZH = re.compile(r"(去年|今年|明年)?(?:((?:19|20)\d\d)年)?的?"
                  r"(圣诞节|圣诞|平安夜|元旦|跨年|情人节|万圣节|儿童节|"
-                 r"(?<![\d一二三四五六七八九十])五一(?![\d一二三四五六七八九十班])|劳动节|"
+                 # not 五一班 or 五一广场 (a class, a place)
+                 r"(?<![\d一二三四五六七八九十])五一(?![\d一二三四五六七八九十班广路街大公中小])|劳动节|"
+                 r"双十一|双11|光棍节|双十二|双12|"
                  r"国庆节|国庆|春节|(?<![难])过年|除夕|"
                  # not 三年前, 多年前, 去年前 (counted years) or 新年前
                  r"(?<![\d〇零一二两三四五六七八九十百千万几多少干半数每这那当同次全新早些去今明前])"
                  r"年前|大年三十|大年初一|元宵节|端午节|端午|"
                  r"中秋节|中秋|清明节|冬至)")
+_CJK = re.compile(r"[\u3400-\u9fff]")
 _STEP = {"last": -1, "this": 0, "next": 1, "去年": -1, "今年": 0, "明年": 1}
 
 
@@ -174,10 +180,14 @@ def named(text: str) -> list[Named]:
     """The festivals `text` names."""
     out = []
     for m in _EN.finditer(text):
-        which, name, year = m.groups()
+        which, name, year, which_year = m.groups()
+        if which_year:  # "Christmas last year": that year's, as 去年圣诞
+            out.append(Named(_canonical(name), _STEP[which_year.lower()], True, None,
+                             m.span()))
+            continue
         out.append(Named(_canonical(name), None if which is None else _STEP[which.lower()],
                          False, int(year) if year else None, m.span()))
-    for m in _ZH.finditer(text):
+    for m in _ZH.finditer(text) if _CJK.search(text) else ():  # English: no scan
         which, year, name = m.groups()
         out.append(Named(name, None if which is None else _STEP[which], True,
                          int(year) if year else None, m.span()))

@@ -14,9 +14,9 @@ import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from datetime import date, datetime, timedelta, tzinfo
 from datetime import time as clock_time
+from functools import partial
 
 from memray.core import festivals
 
@@ -101,7 +101,7 @@ _DATES_EN = re.compile(
 _ZH_THIRD = (r"上中旬|中下旬|上旬|中旬|下旬|初(?![一二三四五六七八九十中])|底|末|"
              r"中(?![\u3400-\u9fff])|中(?=[的我你他她咱])")
 _DATES_ZH = re.compile(
-    rf"({_YEAR})年(?:([\d{_ZH_NUM}]{{1,3}})月(?:([\d{_ZH_NUM}]{{1,3}})[日号]|({_ZH_THIRD}))?)?|"
+    rf"({_YEAR})年(?!的?[春夏秋冬][天季])(?:([\d{_ZH_NUM}]{{1,3}})月(?:([\d{_ZH_NUM}]{{1,3}})[日号]|({_ZH_THIRD}))?)?|"
     rf"([\d{_ZH_NUM}]{{1,3}})月(?:([\d{_ZH_NUM}]{{1,3}})[日号]|({_ZH_THIRD}))?")
 # What every English date names: a number or a month (a prefix of its name)
 _MAY_NAME_A_DATE = re.compile(r"\d|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)",
@@ -209,20 +209,21 @@ def named_dates(text: str, said: date | None = None, *,
             out.append(span)
         taken.append(m.span())
     if _MAY_NAME_A_DATE.search(text):  # most texts hold no digit and no month: ~40 us less
-        for m in _MONTH_PART_NAMED_EN.finditer(text):
+        for m in _find(_MONTH_PART_NAMED_EN, text):
             if not _inside_any(m, taken) and (span := _en_month_day(m, year)):
                 out.append(span)
                 taken.append(m.span())
         out += [span for m in _DATES_EN.finditer(text)
                 if not _inside_any(m, taken) and (span := _en_date(m, year))]
-    out += [span for m in _DATES_ZH.finditer(text)
+    out += [span for m in _find(_DATES_ZH, text)
             if not _inside_any(m, taken) and (span := _zh_date(m, year))]
     return out
 
 
 def _written_year(m: re.Match[str]) -> bool:
-    """Whether a part of a year names its year ("early 2024", 2023年底)."""
-    return bool(m.group(5) if m.re is _YEAR_PART_EN else m.group(1))
+    """Whether a part of a year names its year ("early 2024", 2023年底, Q3 2024)."""
+    relative = m.re in (_QUARTER_EN, _QUARTER_ZH) and m.group(1)
+    return not relative and bool(_part_of(m)[3])
 
 
 def _inside_any(m: re.Match[str], taken: list[tuple[int, int]]) -> bool:
@@ -246,7 +247,7 @@ def _happened_on(text: str, day: date) -> tuple[Span, ...]:
     feasts = festivals.named(text)
     placed = (_relative(text, day, feasts) + named_dates(text, day, feasts=feasts)
               + _festivals(text, day, feasts))
-    return (Span(day, day), *placed, *([] if placed else _past_weekdays(text, day)))
+    return (Span(day, day), *placed, *([] if placed else _weekdays(text, day)))
 
 
 def asked(question: str, at: datetime | date) -> list[Span]:
@@ -254,14 +255,15 @@ def asked(question: str, at: datetime | date) -> list[Span]:
     relative expressions count to from `at` ("what did I do last week", "yesterday",
     "上个月我说了什么", "三天前"). Unlike `happened`, not the day it is asked: a question
     about the present ("what should I cook tonight") asks about no day in particular.
-    A weekday alone ("what did I do on Monday?", 周一我干了什么) is the last one before the
-    day asked, in a question about the past only ("what do I have on Monday?" is a plan)."""
+    A weekday alone is the last one before the day asked in a question about the past
+    ("what did I do on Monday?", 周一我干了什么) and the next one in any other English one
+    ("what do I have on Monday?")."""
     day = _day_of(at)
     feasts = festivals.named(question)
     placed = (named_dates(question, feasts=feasts) + _relative(question, day, feasts)
               + _festivals(question, day, feasts))
     # "last week on Friday", "Monday, March 3": the weekday is inside a time already placed
-    return placed or _past_weekdays(question, day) or _earlier_today(question, day)
+    return placed or _weekdays(question, day, ahead=True) or _earlier_today(question, day)
 
 
 # Today, in a question: "where did I run this morning?", 今天早上我吃了什么
@@ -282,7 +284,8 @@ def _earlier_today(question: str, day: date) -> list[Span]:
 def _festivals(text: str, day: date, feasts: list[festivals.Named]) -> list[Span]:
     """The festivals `text` names (core/festivals.py) as the days they held or will hold:
     last / 去年 and next / 明年 as said; alone, in what tells of the past the latest one
-    begun by `day`, else the next one not over ("at Christmas", 春节)."""
+    begun by `day`, in a plan the next one not over ("at Christmas", 春节), in neither the
+    nearest (除夕那天我在家陪爸妈, said four days after it)."""
     past = bool(feasts) and _tells_past(text)
     out = []
     for name, step, by_year, year, _ in feasts:
@@ -295,25 +298,52 @@ def _festivals(text: str, day: date, feasts: list[festivals.Named]) -> list[Span
             found = [held[y]] if (y := day.year + (step or 0)) in held else []
         elif step == -1 or (step is None and past):
             found = [s for s in held.values() if (s.hi < day if step else s.lo <= day)][-1:]
+        elif step is None and not _PLAN.search(text):
+            found = sorted(held.values(), key=lambda s: _apart(s, day))[:1]
         else:
             found = [s for s in held.values() if (s.lo > day if step else s.hi >= day)][:1]
         out += found
     return out
 
 
-def _past_weekdays(text: str, day: date) -> list[Span]:
-    """Each weekday named alone in a clause that tells of the past: the last one before
-    `day` ("I went climbing on Thursday"; not "on Friday I'm flying to Rome")."""
-    if not _weekdays_alone(text):  # most texts name none: no clause is read
+def _apart(span: Span, day: date) -> int:
+    """Days between `day` and the nearest day of `span` (0 inside it)."""
+    return max((span.lo - day).days, (day - span.hi).days, 0)
+
+
+def _weekdays(text: str, day: date, *, ahead: bool = False) -> list[Span]:
+    """Each weekday named alone in a clause that tells of the past, the last one before
+    `day` ("I went climbing on Thursday"); in one that tells of a plan, the next one after
+    it ("on Friday I'm flying to Rome"); a weekend alone likewise ("over the weekend",
+    我周末去滑雪了). A clause with neither names no day ("I have yoga on Monday" may be a
+    habit), unless `ahead` (an English question: "what do I have on Monday?" asks of
+    the next); a habit never does ("I usually swim on Monday", 周末我一般在家)."""
+    if not (_weekdays_alone(text) or _find(_WEEKEND_ALONE, text)):  # most texts name none
         return []
-    return [_shift(day, -((day.weekday() - weekday) % 7 or 7), "day")
-            for clause in _CLAUSE.split(text) if _tells_past(clause)
-            for weekday in _weekdays_alone(clause)]
+    out = []
+    for clause in _CLAUSE.split(text):
+        past = _tells_past(clause)
+        told = past or _PLAN.search(clause)
+        # Chinese tells of the past without 了 too (我周三跟谁开的会): no next one there
+        asks_ahead = ahead and not _HABIT.search(text) and not _CJK.search(clause)
+        if _HABIT.search(clause) or not (told or asks_ahead):
+            continue
+        for weekday in _weekdays_alone(clause):
+            step = -((day.weekday() - weekday) % 7 or 7) if past else (
+                (weekday - day.weekday()) % 7 or 7)
+            out.append(_shift(day, step, "day"))
+        if _WEEKEND_ALONE.search(clause):  # the last one begun before `day`, or this one
+            saturday = day + timedelta(days=5 - day.weekday())
+            if past and saturday >= day:
+                saturday -= timedelta(weeks=1)
+            out.append(Span(saturday, saturday + timedelta(days=1)))
+    return out
 
 
 def _tells_past(text: str) -> bool:
-    """A past form and no mark of a plan, a wish or a reminder (要, 别, "I'll", "plan")."""
-    return bool(_PAST.search(text)) and not _PLAN.search(text)
+    """A past form and no mark of a plan, a wish or a reminder (要, 别, "I'll", "plan");
+    "have got" is no past."""
+    return bool(_PAST.search(_HAVE_GOT.sub(" ", text))) and not _PLAN.search(text)
 
 
 def _weekdays_alone(text: str) -> list[int]:
@@ -322,7 +352,7 @@ def _weekdays_alone(text: str) -> list[int]:
     out = [_WEEKDAYS[m.group(1).lower()] for m in _WEEKDAY_EN.finditer(text)
            if _NOT_A_DAY_BEFORE.search(text, max(0, m.start() - 8), m.start()) is None]
     return out + [min("一二三四五六日天".index(m.group(1)), 6)  # 日 and 天: Sunday
-                  for m in _WEEKDAY_ZH.finditer(text)]
+                  for m in _find(_WEEKDAY_ZH, text)]
 
 
 def _day_of(at: datetime | date) -> date:
@@ -346,26 +376,28 @@ def _relative(text: str, day: date, feasts: list[festivals.Named]) -> list[Span]
     """The days the relative expressions of `text` count to from `day`; a period counted
     back ("the past two weeks") and a festival (去年春节) are read first, and what they
     hold ("weeks", 去年) is no more."""
-    back = [*_BACK_EN.finditer(text), *_BACK_ZH.finditer(text)]
-    earlier = list(_EARLIER_EN.finditer(text))
-    halves = list(_HALF_EN.finditer(text))
-    parts = [*_MONTH_PART_EN.finditer(text), *_MONTH_PART_ZH.finditer(text)]
+    back = [*_find(_BACK_EN, text), *_find(_BACK_ZH, text)]
+    earlier = _find(_EARLIER_EN, text)
+    halves = _find(_HALF_EN, text)
+    parts = [*_find(_MONTH_PART_EN, text), *_find(_MONTH_PART_ZH, text)]
+    nths = [*_find(_NTH_EN, text), *_find(_NTH_ZH, text)]
     years = _year_parts(text)
     out = [span for m in back if (span := _safely(_back, m, day))]
     out += [span for m in earlier if (span := _safely(_earlier, m, day))]
     out += [span for m in halves if (span := _safely(_half, m, day))]
     out += [span for m in parts if (span := _safely(_month_part, m, day))]
+    out += [span for m in nths if (span := _safely(_nth, m, day))]
     year = _year_of(text, day)
     out += [span for m in years if not _written_year(m)
             and (span := _safely(partial(_year_part, year=year), m, day))]
-    seasons = list(_SEASON_ALONE.finditer(text))
+    seasons = _find(_SEASON_ALONE, text)
     out += [span for m in seasons if (span := _safely(_season_alone, m, day))]
     # 去年春节 is last year's spring festival, not last year
-    taken = ([m.span() for m in (*back, *earlier, *halves, *parts, *years, *seasons)]
+    taken = ([m.span() for m in (*back, *earlier, *halves, *parts, *nths, *years, *seasons)]
              + [f.span for f in feasts])
     for pattern, read in ((_RELATIVE_EN, _en_relative), (_RELATIVE_ZH, _zh_relative),
                           (_BEFORE_LAST_EN, _before_last)):
-        out += [span for m in pattern.finditer(text)
+        out += [span for m in _find(pattern, text)
                 if not _inside_any(m, taken) and (span := _safely(read, m, day))]
     return out
 
@@ -418,7 +450,8 @@ def _year_of(text: str, said: date | None) -> YearOf:
 
     def year_of(month: int, at: int) -> int:
         clause = _clause_at(text, at)
-        if month > said.month and (_tells_past(clause) or _SINCE.search(clause)):
+        aimed = _FOR.search(text, max(0, at - 8), at)  # "my goals for the second half"
+        if month > said.month and not aimed and (_tells_past(clause) or _SINCE.search(clause)):
             return said.year - 1
         if month < said.month and (_PLAN.search(clause) or _DUE.search(clause)):
             return said.year + 1
@@ -429,6 +462,7 @@ def _year_of(text: str, said: date | None) -> YearOf:
 # What places a month named alone in the past or to come, beside _PAST and _PLAN
 _SINCE = re.compile(r"\b(?:since|back in|last)\b", re.IGNORECASE)
 _DUE = re.compile(r"\b(?:due|until)\b", re.IGNORECASE)
+_FOR = re.compile(r"\bfor (?:the )?$", re.IGNORECASE)
 _CLAUSE_OR_COLON = re.compile(r"[;,.!?\n，。；！？:：]")
 
 
@@ -544,24 +578,36 @@ _COUNT = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5,
           "several": 3}
 _RELATIVE_EN = re.compile(
     rf"\b(?:(yesterday|last night)|(the day before yesterday)|(tomorrow)|"
-    rf"({_NUMBER}) (day|week|month|year)s? (ago|back|later|from now)|"
+    rf"({_NUMBER}) (day|week|month|year)s? (ago|back|later|from now|from today)|"
     rf"(last|next|this past|this coming|this) (week|weekend|month|year|summer|winter|"
-    rf"spring|autumn|fall|{_WEEKDAY}))\b(?! of\b)", re.IGNORECASE)  # the last week of June
+    rf"spring|autumn|fall|{_WEEKDAY}|{_MONTH}))\b(?! of\b)", re.IGNORECASE)  # the last week of June
 # "half a year ago", "a year and a half ago", "two and a half weeks later", "a fortnight ago"
 _HALF_EN = re.compile(
     rf"\b(?:half an? (day|week|month|year)|({_NUMBER}) (day|week|month|year)s? and a half|"
     rf"({_NUMBER}) and a half (day|week|month|year)s?|({_NUMBER}) (fortnight)s?) "
-    rf"(ago|back|later|from now)\b", re.IGNORECASE)
+    rf"(ago|back|later|from now|from today)\b", re.IGNORECASE)
+# "the end of last month", "early next month", "the end of the month" (its tense decides
+# which), 上个月底, 这个月上旬, 月底 alone (not 3月底: a date; nor 腊月底, 蜜月中)
 _MONTH_PART_EN = re.compile(
-    r"\b(?:(?:the )?(beginning|start|middle|end) of |(early|mid|late)[- ]?)(last|this|next) "
-    r"month\b", re.IGNORECASE)
-_MONTH_PART_ZH = re.compile(rf"({_SHANG}|{_XIA}|这|{_BEN})个?月(初|中|底|末)")
+    r"\b(?:(?:the )?(beginning|start|middle|end) of (last|this|next|the)|"
+    r"(early|mid|late)[- ]?(last|this|next)) month\b", re.IGNORECASE)
+_MONTH_PART_ZH = re.compile(
+    rf"({_SHANG}|{_XIA}|这|{_BEN})个?月(上旬|中旬|下旬|初|中|底|末)|"
+    rf"(?<![\d{_ZH_NUM}个每岁年日明满蜜正腊半本上下这])月(上旬|中旬|下旬|"
+    r"初(?![一二三四五六七八九十])|中(?![\u3400-\u9fff])|中(?=[的我你他她咱])|底|末)")
+# A day of the month alone: "on the 25th", "by the 3rd", 25号 (not 3号线, 5号电池, 38号鞋)
+_NTH_EN = re.compile(rf"\b(?:on|by|until|till|since|from|before|after) the (\d{{1,2}})"
+                     rf"(?:st|nd|rd|th)\b(?! of\b)(?![ ,]+(?:{_MONTH})\b)", re.IGNORECASE)
+_NTH_ZH = re.compile(r"(?<![\d〇零一二两三四五六七八九十月第])"
+                     r"(\d{1,2}|[一二三四五六七八九十]{1,3})号"
+                     r"(?![线楼门床位房馆机车厅桌柜窗口码球字电院鞋])")
 _PARTS = {"beginning": 0, "start": 0, "early": 0, "初": 0, "上旬": 0, "middle": 1, "mid": 1,
           "中": 1, "中旬": 1, "end": 2, "late": 2, "底": 2, "末": 2, "下旬": 2, "上中旬": 3,
           "中下旬": 4}
 # Parts of a year: "early 2024", "the end of last year", "mid-2023", "the first half of the
 # year", 2023年底, 去年年初, 今年上半年, 年底 (a year's thirds: January-April, May-August,
-# September-December; its halves). 年中 as 6月中: not before a word (今年中秋, 2023年中国).
+# September-December; its halves). 年中 as 6月中: not before a word (今年中秋, 2023年中国),
+# unless 年 is doubled (去年年中).
 _YEAR_PART_EN = re.compile(
     rf"\b(?:(?:the )?(beginning|start|middle|end) of |(early|mid|late)[- ]|"
     rf"(?:the )?(first|second|1st|2nd) half of )(?:(the|this|last|next) year|({_YEAR}))\b",
@@ -569,22 +615,32 @@ _YEAR_PART_EN = re.compile(
 _ZH_YEAR_PART = (r"初(?![一二三四五六七八九十])|底|末|中(?![\u3400-\u9fff])|"
                  r"中(?=[的我你他她咱])")
 _YEAR_PART_ZH = re.compile(
-    rf"(?:({_YEAR})|({_QU}|今|{_MING}|{_QIAN}))年(?:年?({_ZH_YEAR_PART})|(上半年|下半年))|"
+    rf"(?:({_YEAR})|({_QU}|今|{_MING}|{_QIAN}))年(?:年([初底末中])|({_ZH_YEAR_PART})|(上半年|下半年))|"
     rf"(?<![\d{_ZH_NUM}百千万几多半数每这那当同次全新年去今明前])"
     rf"(?:年({_ZH_YEAR_PART})|(上半年|下半年))")
 _YEAR_THIRDS = {"beginning": (1, 4), "start": (1, 4), "early": (1, 4), "初": (1, 4),
                 "middle": (5, 8), "mid": (5, 8), "中": (5, 8), "end": (9, 12), "late": (9, 12),
                 "底": (9, 12), "末": (9, 12), "first": (1, 6), "1st": (1, 6), "上半年": (1, 6),
                 "second": (7, 12), "2nd": (7, 12), "下半年": (7, 12)}
+# Quarters: "last quarter", "Q3 2024", "the first quarter of 2024", 上个季度, 今年一季度
+_QUARTER_EN = re.compile(
+    rf"\b(?:(last|this|next) quarter|(?:the )?(first|second|third|fourth|1st|2nd|3rd|4th) "
+    rf"quarter of (?:(the|this|last|next) year|({_YEAR}))|q([1-4])(?:,? ({_YEAR}))?)\b",
+    re.IGNORECASE)
+_QUARTER_ZH = re.compile(
+    rf"({_SHANG}|{_XIA}|这|{_BEN})个?季度|"
+    rf"(?:({_YEAR})年|({_QU}|今|{_MING})年)?的?第?([一二三四1-4])季度")
+_QUARTERS = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, "fourth": 4,
+             "4th": 4, "一": 1, "二": 2, "三": 3, "四": 4}
 _WHICH_YEAR = {"this": 0, "last": -1, "next": 1, "今": 0, "去": -1, "明": 1, "前": -2}
 # A season alone: "over the winter", "in the summer" (not "the summer of 2021": a date)
 _SEASON_ALONE = re.compile(r"\b(?:in|over|during|through|throughout) the (spring|summer|"
                            r"autumn|fall|winter)\b(?![ ,]*(?:of\b|\d))", re.IGNORECASE)
 _EARLIER_EN = re.compile(r"\bearlier this (week|month|year)\b", re.IGNORECASE)
-_BEFORE_LAST_EN = re.compile(rf"\bthe (week|weekend|month|year|{_WEEKDAY}) before last\b",
-                             re.IGNORECASE)
+_BEFORE_LAST_EN = re.compile(
+    rf"\bthe (week|weekend|month|year|{_WEEKDAY}) (before last|after next)\b", re.IGNORECASE)
 _RELATIVE_ZH = re.compile(
-    rf"({_QU}年|今年|{_MING}年)(春天|夏天|秋天|冬天|春季|夏季|秋季|冬季)|"  # that season
+    rf"({_QU}年|今年|{_MING}年|{_YEAR}年|这个|上个|下个)的?(春天|夏天|秋天|冬天|春季|夏季|秋季|冬季)|"
     rf"(昨天|昨晚)|(大前天|{_QIAN}天)|({_MING}天|大后天|{_HOU}天)|({_QU}年)|({_QIAN}年)|({_MING}年)|"
     # 上周六 is last week's Saturday; 上周一起 ("together"), 上周一直 ("all along"), 上周天气,
     # 本周日程, 下周三天 are the whole week; 上上周, 下下个月: two back or ahead
@@ -643,22 +699,43 @@ def _half(m: re.Match[str], day: date) -> Span | None:
     return _counted(day, -n if way.lower() in ("ago", "back") else n, unit.lower())
 
 
-def _year_parts(text: str) -> list[re.Match[str]]:
-    return [*_YEAR_PART_EN.finditer(text), *_YEAR_PART_ZH.finditer(text)]
+@functools.lru_cache(maxsize=64)  # named_dates and _relative both read a text's
+def _year_parts(text: str) -> tuple[re.Match[str], ...]:
+    return (*_find(_YEAR_PART_EN, text), *_find(_YEAR_PART_ZH, text),
+            *_find(_QUARTER_EN, text), *_find(_QUARTER_ZH, text))
+
+
+def _part_of(m: re.Match[str]) -> tuple[int, int, str | None, str | None]:
+    """A part of a year's first and last month, which year (last, 去, the, ...) and the
+    year written out, from a match of `_year_parts`."""
+    g = m.groups()
+    if m.re is _YEAR_PART_EN:
+        first, last = _YEAR_THIRDS[(g[0] or g[1] or g[2]).lower()]
+        return first, last, g[3], g[4]
+    if m.re is _YEAR_PART_ZH:
+        first, last = _YEAR_THIRDS[next(p for p in g[2:] if p)]
+        return first, last, g[1], g[0]
+    if m.re is _QUARTER_EN:
+        quarter, which, written = _QUARTERS.get((g[1] or "").lower()) or int(g[4]), g[2], \
+            g[3] or g[5]
+    else:
+        quarter, which, written = _QUARTERS.get(g[3]) or int(g[3]), g[2], g[1]
+    return 3 * quarter - 2, 3 * quarter, which, written
 
 
 def _year_part(m: re.Match[str], day: date | None, *, year: YearOf) -> Span | None:
-    """A part of a year: of the year written out ("early 2024", 2023年底), of the one
-    last / this / next (去年年底) counts to from `day`, else (年初, "the end of the year") of
-    the year `year` gives its months (`_year_of`: "年底我升职了" said in January is last
-    year's end)."""
-    if m.re is _YEAR_PART_EN:
-        part, early, half, which, written = m.groups()
-        part = part or early or half
-    else:
-        written, which, part, half, part_alone, half_alone = m.groups()
-        part = part or half or part_alone or half_alone
-    first, last = _YEAR_THIRDS[part.lower()]
+    """A part of a year (a third, a half, a quarter): of the year written out ("early
+    2024", 2023年底, Q3 2024), of the one last / this / next (去年年底) counts to from
+    `day`, else (年初, "the end of the year", Q1) of the year `year` gives its months
+    (`_year_of`: "年底我升职了" said in January is last year's end). "last quarter", 上个季度:
+    counted from `day`'s quarter."""
+    if m.re in (_QUARTER_EN, _QUARTER_ZH) and m.group(1):
+        if day is None:
+            return None
+        step = {"last": -1, "next": 1, "上": -1, "下": 1}.get(m.group(1).lower(), 0)
+        y, q = divmod(day.year * 4 + (day.month - 1) // 3 + step, 4)
+        return Span(date(y, 3 * q + 1, 1), _month_span(y, 3 * q + 3).hi)
+    first, last, which, written = _part_of(m)
     if written:
         y = int(written)
     elif day is None:
@@ -684,14 +761,42 @@ def _season_alone(m: re.Match[str], day: date) -> Span:
 
 def _month_part(m: re.Match[str], day: date) -> Span | None:
     """The first, middle or last third of last / this / next month: "the end of last
-    month", "early next month", 上个月底, 这个月初, 下个月中."""
+    month", "early next month", 上个月底, 这个月初, 下个月中; of the month alone ("the end of
+    the month", 月底), the one its clause's tense gives (`_month_of`)."""
     if m.re is _MONTH_PART_ZH:
-        which, part = m.groups()
+        which, part, alone = m.groups()
+        part = part or alone
     else:
-        part, which = m.group(1) or m.group(2), m.group(3)
-    step = {"last": -1, "next": 1, "上": -1, "下": 1}.get(which.lower(), 0)
+        part, which, early, which_early = m.groups()
+        part, which = part or early, which or which_early
+    third = _THIRDS[_PARTS[part.lower()]]
+    if which is None or which.lower() == "the":
+        step = _month_of(m, day, third)
+    else:
+        step = {"last": -1, "next": 1, "上": -1, "下": 1}.get(which.lower(), 0)
     month = _shift(day, step, "month").lo
-    return _in_month(month.year, month.month, _THIRDS[_PARTS[part.lower()]])
+    return _in_month(month.year, month.month, third)
+
+
+def _month_of(m: re.Match[str], day: date, days: tuple[int, int]) -> int:
+    """Which month, counted from `day`'s, holds `days` named without their month ("the
+    25th", 月底): the last one where its clause tells of the past and they are still to
+    come, the next one where it tells of a plan and they are over, else this one."""
+    clause = _clause_at(m.string, m.start())
+    if days[0] > day.day and _tells_past(clause):
+        return -1
+    if days[1] < day.day and _PLAN.search(clause):
+        return 1
+    return 0
+
+
+def _nth(m: re.Match[str], day: date) -> Span | None:
+    """A day of the month alone ("on the 25th", 3号): of the month `_month_of` gives."""
+    n = _zh_int(m.group(1))
+    if n is None or not 1 <= n <= 31:
+        return None
+    month = _shift(day, _month_of(m, day, (n, n)), "month").lo
+    return _day(month.year, month.month, n)
 
 
 def _earlier(m: re.Match[str], day: date) -> Span:
@@ -700,11 +805,12 @@ def _earlier(m: re.Match[str], day: date) -> Span:
 
 
 def _before_last(m: re.Match[str], day: date) -> Span | None:
-    what = m.group(1).lower()
+    """"the week before last", "the Friday after next"."""
+    what, way = m.group(1).lower(), 1 if m.group(2).lower() == "after next" else -1
     if what in _WEEKDAYS:  # the Friday before last: a week before last Friday
-        last = _named_period(day, -1, what)
-        return None if last is None else _shift(last.lo, -7, "day")
-    return _named_period(day, -2, what)
+        last = _named_period(day, way, what)
+        return None if last is None else _shift(last.lo, 7 * way, "day")
+    return _named_period(day, 2 * way, what)
 
 
 def _rolled(count: str) -> int:
@@ -736,17 +842,29 @@ _PAST = re.compile(
 _PLAN = re.compile(r"\b(?:will|won['\u2019]t|shall|would|going to|gonna|plan|planned|"
                    r"planning|tomorrow|next)\b|['\u2019](?:ll|d)\b|"
                    r"(?:['\u2019]m|\bam|\bare|\bis) \w+ing\b|"
+                   r"\b(?:am|are|is) (?:i|we|you|he|she|they) \w+ing\b|"  # "what am I doing"
                    r"(?<![重需主想只不必])要(?![求是紧点])|将要|别忘|打算|准备|计划|记得|明天|"
                    r"下周|下个月|下礼拜", re.IGNORECASE)
 _CLAUSE = re.compile(r"[;,.!?\n，。；！？]")
-# Not a day: "moved to Friday", "tickets for Friday's concert", Good Friday, Black Friday
-_WEEKDAY_EN = re.compile(r"\b((?:mon|tues|wednes|thurs|fri|satur|sun)day)\b(?!s\b)",
+_HAVE_GOT = re.compile(r"\b(?:have|has)(?: (?:i|we|you|they|he|she))? got\b|['\u2019]ve got\b",
+                       re.IGNORECASE)
+# Not a day: "moved to Friday", "tickets for Friday's concert", Good Friday, Black Friday,
+# Sunday school, a Sunday roast
+_WEEKDAY_EN = re.compile(r"\b((?:mon|tues|wednes|thurs|fri|satur|sun)day)\b(?!s\b)"
+                         r"(?! (?:school|roast|best|paper|league|service|driver)s?\b)",
                          re.IGNORECASE)
 # the word right before a weekday (at most 7 letters and a space: read 8 back)
 _NOT_A_DAY_BEFORE = re.compile(
     r"\b(?:last|next|this|past|coming|every|to|for|until|till|by|before|good|black|ash|"
     r"cyber|holy|maundy|easter) $", re.IGNORECASE)
 # Not a day: 四周 (all around), 每逢周一 (every Monday)
+_CJK = re.compile(r"[\u3400-\u9fff]")
+# What is done again and again: no one day
+_HABIT = re.compile(r"\b(?:usually|always|often|every|normally|generally|typically)\b|"
+                    r"一般|通常|经常|总是|每", re.IGNORECASE)
+# A weekend without last / this / next: "over the weekend", 周末 (not 上周末, 每个周末)
+_WEEKEND_ALONE = re.compile(r"\b(?:over|on|at|during) the weekend\b|(?<![上下这本个每前])周末",
+                            re.IGNORECASE)
 _WEEKDAY_ZH = re.compile(r"(?<![上下这本个每四逢])(?:周|星期|礼拜)([一二三四五六日天])"
                          r"(?![直起次些样定般共切气程子常天末])")
 _WEEKDAYS = {name: i for i, names in enumerate(
@@ -766,6 +884,8 @@ def _en_relative(m: re.Match[str], day: date) -> Span | None:
     if count:
         n = _COUNT.get(count.lower()) or (int(count) if count.isdigit() else 1)
         return _shift(day, -n if way.lower() in ("ago", "back") else n, unit.lower())
+    if what.lower() == "may" and what != "May":  # "this may help"
+        return None
     which, what = which.lower(), what.lower()
     # this coming weekend: the one holding `day`, else the next (as "this weekend")
     step = 1 if which == "next" or (which == "this coming" and what != "weekend") else (
@@ -784,6 +904,11 @@ def _named_period(day: date, step: int, what: str) -> Span | None:
         return _shift(day, ahead, "day")
     if what in _SEASONS:
         return _season(day, step, what)
+    if what in _MONTHS:  # last December: the latest before this month; next March
+        month = _MONTHS[what]
+        year = day.year + (0 if step == 0 else (
+            -(month >= day.month) if step < 0 else int(month <= day.month)))
+        return _month_span(year, month)
     if what == "weekend":  # this one: the one holding `day`, else the coming one
         # a Sunday's Saturday is the day before
         saturday = day + timedelta(days=5 - day.weekday(), weeks=step)
@@ -830,9 +955,12 @@ def _zh_relative(m: re.Match[str], day: date) -> Span | None:
     (which_year, season, back, before, tomorrow, last_year, year_before, next_year, way,
      period, weekday, count, counter, unit, half, direction) = m.groups()
     if season:
-        year = day.year + {"去年": -1, "今年": 0, "明年": 1}[which_year]
-        return _season_of(year, {"春": "spring", "夏": "summer", "秋": "autumn",
-                                 "冬": "winter"}[season[0]])
+        name = {"春": "spring", "夏": "summer", "秋": "autumn", "冬": "winter"}[season[0]]
+        if which_year.endswith("个"):  # 这个冬天: the one holding `day`; 上个, 下个
+            return _season(day, {"这": 0, "上": -1, "下": 1}[which_year[0]], name)
+        year = (int(which_year[:4]) if which_year[0].isdigit()
+                else day.year + {"去年": -1, "今年": 0, "明年": 1}[which_year])
+        return _season_of(year, name)
     if back or before or tomorrow:
         return _shift(day, _ZH_DAYS[back or before or tomorrow], "day")
     if last_year or year_before or next_year:
@@ -864,3 +992,31 @@ def _counted(day: date, n: float, unit: str) -> Span | None:
              "day": ("day", 1)}[unit]
     steps = round(n * finer[1])
     return None if steps == 0 else _shift(day, steps, finer[0])
+
+
+# Each pattern below is run only on a text that holds what it cannot match without: most
+# texts name no time, and scanning them with every pattern was half the cost of a search's
+# date reading (a Chinese pattern has no literal prefix to skip English text by).
+_GATES: dict[re.Pattern[str], re.Pattern[str]] = {
+    _RELATIVE_ZH: _CJK, _DATES_ZH: re.compile("[年月]"), _WEEKDAY_ZH: re.compile("周|星期|礼拜"),
+    _BACK_ZH: re.compile("近|过去|前|这"), _MONTH_PART_ZH: re.compile("月"),
+    _NTH_ZH: re.compile("号"), _YEAR_PART_ZH: re.compile("年"), _QUARTER_ZH: re.compile("季度"),
+    _HALF_EN: re.compile(r"half|fortnight", re.IGNORECASE),
+    _YEAR_PART_EN: re.compile(r"year|\d", re.IGNORECASE),
+    _QUARTER_EN: re.compile(r"quarter|q[1-4]", re.IGNORECASE),
+    _SEASON_ALONE: re.compile(r"spring|summer|autumn|fall|winter", re.IGNORECASE),
+    _NTH_EN: re.compile(r"\d"),
+    _MONTH_PART_EN: re.compile(r"month", re.IGNORECASE),
+    _BACK_EN: re.compile(r"past|last", re.IGNORECASE),
+    _EARLIER_EN: re.compile(r"earlier", re.IGNORECASE),
+    _BEFORE_LAST_EN: re.compile(r"before last|after next", re.IGNORECASE),
+    _WEEKEND_ALONE: re.compile(r"weekend|周末", re.IGNORECASE),
+}
+
+
+def _find(pattern: re.Pattern[str], text: str) -> list[re.Match[str]]:
+    """`pattern`'s matches in `text`, none without scanning where its gate finds nothing."""
+    gate = _GATES.get(pattern)
+    if gate is not None and gate.search(text) is None:
+        return []
+    return list(pattern.finditer(text))

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, date, datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 
 from memray.config import RecallConfig
+from memray.core import when
 from memray.core.ranking import rank
 from memray.core.when import (
     Span,
@@ -342,18 +345,32 @@ def test_a_weekday_alone_in_what_a_memory_tells_of_the_past_is_the_last_one() ->
     assert _days(happened("周六我去爬山了", said))[1:] == [("2023-07-15", "2023-07-15")]
     assert _days(happened("I went to a gig last Tuesday", said))[1:] == [
         ("2023-07-18", "2023-07-18")]  # once: "last Tuesday" is not read again alone
-    for plan in ("I'm going climbing on Tuesday", "周六我要去爬山", "I swim on Mondays"):
-        assert len(happened(plan, said)) == 1, plan  # only the day it was said
+    assert _days(happened("I'm going climbing on Tuesday", said))[1:] == [
+        ("2023-07-25", "2023-07-25")]  # a plan: the next one
+    assert _days(happened("周六我要去爬山", said))[1:] == [("2023-07-22", "2023-07-22")]
+    for habit in ("I swim on Mondays", "周末我一般在家", "Sunday school was fun",
+                  "I love a Sunday roast"):
+        assert len(happened(habit, said)) == 1, habit  # only the day it was said
+
+
+@pytest.mark.parametrize(("query", "day"), [  # asked on AT, Thursday 20 July 2023
+    ("what do I have on Monday?", "2023-07-24"), ("周一我要干什么", "2023-07-24"),
+    ("周六我要去爬山了", "2023-07-22"), ("周五别忘了开会", "2023-07-21"),
+    ("周三前我要交报告了", "2023-07-26"), ("What am I doing on Friday?", "2023-07-21"),
+    ("What did I say I'd do on Friday?", "2023-07-21"),  # a plan told earlier
+    ("what happened on Monday?", "2023-07-17"),  # a regular past form after its subject
+])
+def test_a_weekday_alone_in_a_plan_is_the_next_one(query: str, day: str) -> None:
+    assert _days(asked(query, AT)) == [(day, day)]
 
 
 @pytest.mark.parametrize("query", [
-    "what do I have on Monday?", "what did I do on Mondays", "周一我要干什么",
-    "每周一我做了什么", "星期一起我做了什么", "周六我要去爬山了", "周五别忘了开会",
-    "周三前我要交报告了", "除了周一，我每天都健身", "四周一片漆黑，我们迷路了",
-    "每逢周一我都去跑步了", "what did I plan for Saturday?", "What did I say I'd do on Friday?",
-    "My flight got moved to Friday", "I got tickets for Friday's concert",
-    "was it Black Friday"])
-def test_a_weekday_in_a_plan_a_habit_or_a_name_is_no_day(query: str) -> None:
+    "what did I do on Mondays", "每周一我做了什么", "星期一起我做了什么",
+    "除了周一，我每天都健身", "四周一片漆黑，我们迷路了", "每逢周一我都去跑步了",
+    "what did I plan for Saturday?", "My flight got moved to Friday",
+    "I got tickets for Friday's concert", "was it Black Friday",
+    "What was the name of the Sunday school my kids went to?", "周末我一般干什么"])
+def test_a_weekday_in_a_habit_or_a_name_is_no_day(query: str) -> None:
     assert asked(query, AT) == []
 
 
@@ -455,3 +472,110 @@ def test_a_memorys_days_are_read_once_per_text_and_day_and_given_as_a_fresh_list
 def test_a_month_a_memory_names_without_a_year_is_of_the_year_said_unless_its_tense_moves_it(
         text: str, said: date, days: tuple[str, str]) -> None:
     assert _days(happened(text, said)[1:]) == [days]
+
+
+@pytest.mark.parametrize(("text", "said", "days"), [
+    # halves, fortnights and a few, counted back or on
+    ("half a year ago I changed jobs", date(2024, 3, 20), ("2023-09-01", "2023-09-30")),
+    ("a year and a half ago we married", date(2024, 3, 20), ("2022-09-01", "2022-09-30")),
+    ("I started the job a fortnight ago", date(2024, 3, 20), ("2024-03-04", "2024-03-10")),
+    ("flying to Seoul two weeks from today", date(2026, 4, 14), ("2026-04-27", "2026-05-03")),
+    ("半年前我换了工作", date(2024, 3, 20), ("2023-09-01", "2023-09-30")),
+    ("一年半前我们结婚了", date(2024, 3, 20), ("2022-09-01", "2022-09-30")),
+    ("几天前我丢了钥匙", date(2024, 3, 20), ("2024-03-17", "2024-03-17")),
+    # parts of a year: written, counted, or by the tense of their clause
+    ("mid-2023 we moved", date(2024, 3, 20), ("2023-05-01", "2023-08-31")),
+    ("in the first half of 2023 I was in Paris", date(2024, 3, 20), ("2023-01-01", "2023-06-30")),
+    ("by the end of next year I will retire", date(2024, 3, 20), ("2025-09-01", "2025-12-31")),
+    ("at the start of the year I joined a gym", date(2024, 3, 20), ("2024-01-01", "2024-04-30")),
+    ("去年底我买了车", date(2024, 3, 20), ("2023-09-01", "2023-12-31")),
+    ("我去年年中换了工作", date(2026, 1, 9), ("2025-05-01", "2025-08-31")),
+    ("2023年底我们搬家了", date(2024, 3, 20), ("2023-09-01", "2023-12-31")),
+    ("年底我升职了", date(2024, 1, 9), ("2023-09-01", "2023-12-31")),  # past, still to come
+    ("上半年我很忙", date(2024, 3, 20), ("2024-01-01", "2024-06-30")),
+    ("Q3 2024 was rough", date(2025, 1, 1), ("2024-07-01", "2024-09-30")),
+    ("上个季度我见了几个客户", date(2024, 4, 10), ("2024-01-01", "2024-03-31")),
+    # a season, a month, a part of a month, a day of the month, named alone
+    ("over the winter I learned to ski", date(2024, 3, 20), ("2023-12-01", "2024-02-29")),
+    ("这个冬天我去滑雪了", date(2023, 12, 31), ("2023-12-01", "2024-02-29")),
+    ("我2023年的春天在上海工作", date(2025, 7, 24), ("2023-03-01", "2023-05-31")),
+    ("I spent a lot on gifts last December", date(2025, 1, 2), ("2024-12-01", "2024-12-31")),
+    ("At the end of the month I'm visiting my grandparents", date(2024, 9, 9),
+     ("2024-09-21", "2024-09-30")),
+    ("月初我交了房租", date(2025, 8, 2), ("2025-08-01", "2025-08-10")),
+    ("这个月上旬我去了医院", date(2025, 8, 20), ("2025-08-01", "2025-08-10")),
+    ("6月中我们去了北京", date(2024, 3, 20), ("2023-06-11", "2023-06-20")),
+    ("I'm having knee surgery on the 25th", date(2026, 3, 17), ("2026-03-25", "2026-03-25")),
+    ("I lost my wallet on the 28th", date(2023, 2, 14), ("2023-01-28", "2023-01-28")),
+    ("我28号去看了牙医", date(2025, 8, 2), ("2025-07-28", "2025-07-28")),
+    # weeks and weekends
+    ("The week after next I'm going to a concert", date(2025, 11, 5),
+     ("2025-11-17", "2025-11-23")),
+    ("我周末去滑雪了", date(2024, 1, 9), ("2024-01-06", "2024-01-07")),
+    # festivals: the year said after it, the tense, the nearest when neither
+    ("On Thanksgiving last year I cooked for twelve", date(2025, 7, 10),
+     ("2024-11-28", "2024-12-01")),  # Thursday to Sunday
+    ("on Valentine's Day he proposed", date(2024, 3, 20), ("2024-02-14", "2024-02-14")),
+    ("除夕那天我在家陪爸妈看春晚", date(2026, 2, 20), ("2026-02-16", "2026-02-16")),
+    ("双十一我又买了一堆东西", date(2025, 11, 11), ("2025-11-11", "2025-11-11")),
+    ("年前我回了趟家", date(2024, 3, 20), ("2024-01-20", "2024-02-09")),
+    ("年前我要把项目做完", date(2024, 12, 10), ("2025-01-08", "2025-01-28")),
+])
+def test_more_ways_a_memory_says_when(text: str, said: date, days: tuple[str, str]) -> None:
+    assert _days(happened(text, said)[1:]) == [days]
+
+
+@pytest.mark.parametrize(("query", "days"), [  # asked on AT, Thursday 20 July 2023
+    ("what did I do in early 2023?", ("2023-01-01", "2023-04-30")),
+    ("What were my goals for the second half of the year?", ("2023-07-01", "2023-12-31")),
+    ("年初我做了什么？", ("2023-01-01", "2023-04-30")),
+    ("年前我做了什么？", ("2023-01-01", "2023-01-21")),
+    ("Who did I meet up with on the 2nd?", ("2023-07-02", "2023-07-02")),
+    ("What did I do on Christmas Day last year?", ("2022-12-25", "2022-12-25")),
+    ("what did I do over the weekend?", ("2023-07-15", "2023-07-16")),
+    ("上个季度我见了几个客户？", ("2023-04-01", "2023-06-30")),
+])
+def test_more_ways_a_question_asks_about_a_time(query: str, days: tuple[str, str]) -> None:
+    assert _days(asked(query, AT)) == [days]
+
+
+@pytest.mark.parametrize("text", [
+    "三年前我搬到了杭州", "今年中国经济很好", "一年中最冷的时候", "大年初一我拜年了",
+    "每年年底我都很忙", "我在五一广场那边打工", "坐3号线去公司", "腊月底我们回家了",
+    "this may help", "I need a dentist on Monday", "多年前我去过", "新年前我们聚了一次",
+])
+def test_words_that_look_like_the_new_forms_are_no_such_time(text: str) -> None:
+    said = date(2024, 3, 20)
+    spans = happened(text, said)[1:]
+    wrong = {"三年前我搬到了杭州": [("2021-01-01", "2021-12-31")],  # a counted year, not 年前
+             "大年初一我拜年了": [("2024-02-10", "2024-02-10")]}  # a festival, not 年初
+    assert _days(spans) == wrong.get(text, [])
+
+
+def _texts_with_times() -> list[str]:
+    """Every turn and question of the repository's date sets and the LoCoMo dev split."""
+    data = Path(__file__).resolve().parents[1] / "data"
+    samples = [s for f in sorted((data / "dates").glob("*.json"))
+               for s in json.loads(f.read_text())]
+    samples += json.loads((data / "locomo" / "locomo_dev.json").read_text())
+    texts = [q["question"] for s in samples for q in s.get("qa", [])]
+    for sample in samples:
+        convo = sample["conversation"]
+        texts += [turn["text"] for key, turns in convo.items()
+                  if key.startswith("session_") and isinstance(turns, list) for turn in turns]
+    return texts
+
+
+def test_the_gates_that_skip_patterns_change_no_reading(monkeypatch: pytest.MonkeyPatch) -> None:
+    texts = _texts_with_times()
+    said = date(2024, 3, 13)
+
+    def read() -> list[tuple[list[Span], list[Span]]]:
+        when._happened_on.cache_clear()
+        when._year_parts.cache_clear()
+        return [(happened(t, said), asked(t, said)) for t in texts]
+
+    gated = read()
+    assert len(texts) > 2000 and sum(len(h) > 1 or bool(a) for h, a in gated) > 300
+    monkeypatch.setattr(when, "_GATES", {})
+    assert read() == gated
