@@ -1,10 +1,10 @@
 """Holidays and festivals as days of a year, so "what did I do at Christmas?", 去年春节 and
 "I spent Easter at my parents'" place something in time: fixed dates (Christmas, New Year,
 Valentine's Day, Halloween, Hogmanay, 元旦, 国庆节, 五一, 双十一), Easter (computed), the US
-Thanksgiving, Fourth of July, Memorial Day and Labor Day (by these names only: Independence
-Day, Labour Day and Mother's Day fall on other days in other countries), and the Chinese
-lunisolar festivals and solar terms (春节, 除夕, 元宵节, 端午节, 中秋节, 清明, 冬至), and 年前,
-the three weeks before 春节.
+Thanksgiving and Black Friday, Fourth of July, Memorial Day and Labor Day (by these names
+only: Independence Day, Labour Day and Mother's Day fall on other days in other countries),
+and the Chinese lunisolar festivals and solar terms (春节 or "Chinese New Year", 除夕, 元宵节,
+端午节, 中秋节, 清明, 冬至), 十一 as a holiday (十一期间), and 年前, the three weeks before 春节.
 
 The lunisolar dates come from a table for 1990-2060, generated once from the MIT-licensed
 `holidays` package (`holidays.calendars.chinese`), so nothing is computed or installed at
@@ -117,6 +117,12 @@ def _thanksgiving(year: int) -> tuple[date, date]:
     return thursday, thursday + timedelta(days=3)
 
 
+def _black_friday(year: int) -> tuple[date, date]:
+    """The day after the US Thanksgiving."""
+    friday = _thanksgiving(year)[0] + timedelta(days=1)
+    return friday, friday
+
+
 # Names (lower case) and the days they hold in a given year.
 _DAYS: dict[str, Days] = {
     "christmas eve": _fixed(12, 24), "christmas day": _fixed(12, 25),
@@ -124,7 +130,11 @@ _DAYS: dict[str, Days] = {
     "new year's eve": _fixed(12, 31), "new year's day": _fixed(1, 1),
     "new year": _fixed(1, 1, from_previous=1), "valentine's day": _fixed(2, 14),
     "halloween": _fixed(10, 31), "thanksgiving": _thanksgiving, "hogmanay": _fixed(12, 31),
-    "fourth of july": _fixed(7, 4),
+    "fourth of july": _fixed(7, 4), "black friday": _black_friday,
+    "chinese new year": _lunisolar(_SPRING, 1, 6), "lunar new year": _lunisolar(_SPRING, 1, 6),
+    "spring festival": _lunisolar(_SPRING, 1, 6),
+    "mid-autumn festival": _lunisolar(_MID_AUTUMN),
+    "dragon boat festival": _lunisolar(_DRAGON_BOAT),
     "memorial day": _monday_weekend(5, -1), "labor day": _monday_weekend(9, 1),
     "easter": _easter(2, 1), "easter weekend": _easter(2, 1), "easter sunday": _easter(0, 0),
     "easter monday": _easter(-1, 1), "good friday": _easter(2, -2),
@@ -144,6 +154,8 @@ _DAYS: dict[str, Days] = {
 }
 _EN = re.compile(
     r"\b(?:(last|this|next) )?(christmas (?:eve|day)|christmas|xmas|boxing day|"
+    r"(?:chinese|lunar) new year|spring festival|mid-autumn festival|dragon boat festival|"
+    r"black friday|"
     r"new year['\u2019]?s (?:eve|day)|new year|valentine['\u2019]?s(?: day)?|halloween|"
     r"thanksgiving|hogmanay|fourth of july|memorial day|labor day|"
     r"easter (?:weekend|sunday|monday)|easter|good friday)\b"
@@ -155,6 +167,8 @@ _ZH = re.compile(r"(去年|今年|明年)?(?:((?:19|20)\d\d)年)?的?"
                  r"(?<![\d一二三四五六七八九十])五一(?![\d一二三四五六七八九十班广路街大公中小])|劳动节|"
                  r"双十一|双11|光棍节|双十二|双12|"
                  r"国庆节|国庆|春节|(?<![难])过年|除夕|"
+                 # 十一 is 国庆 only as a holiday: 十一期间, 十一假期, 十一长假, 十一黄金周
+                 r"(?<![\d〇零一二两三四五六七八九十第月])十一(?=期间|假期|长假|黄金周|放假)|"
                  # not 三年前, 多年前, 去年前 (counted years) or 新年前
                  r"(?<![\d〇零一二两三四五六七八九十百千万几多少干半数每这那当同次全新早些去今明前])"
                  r"年前|大年三十|大年初一|元宵节|端午节|端午|"
@@ -189,7 +203,8 @@ def named(text: str) -> list[Named]:
                          False, int(year) if year else None, m.span()))
     for m in _ZH.finditer(text) if _CJK.search(text) else ():  # English: no scan
         which, year, name = m.groups()
-        out.append(Named(name, None if which is None else _STEP[which], True,
+        out.append(Named("国庆" if name == "十一" else name,
+                         None if which is None else _STEP[which], True,
                          int(year) if year else None, m.span()))
     return out
 

@@ -203,6 +203,7 @@ def named_dates(text: str, said: date | None = None, *,
     taken = [f.span for f in (festivals.named(text) if feasts is None else feasts)
              if f.year is None or festivals.when(f.name, f.year)]
     out: list[Span] = []
+    taken += [m.span() for m in _fixed_in_month(text)]  # read with the day: `_relative`
     year = _year_of(text, said)
     for m in _year_parts(text):  # "the end of 2023", 2023年底; not also all of 2023
         if _written_year(m) and (span := _year_part(m, said, year=year)):
@@ -226,6 +227,20 @@ def _written_year(m: re.Match[str]) -> bool:
     return not relative and bool(_part_of(m)[3])
 
 
+# Between a Chinese character and a Latin letter, where English words start and end in a
+# text that mixes the two (我last week去了IKEA): Python's \b sees none, 我 being a word
+# character too. Not before a digit: 2023年, 3号 are Chinese dates.
+_MIXED = re.compile(r"(?<=[\u3400-\u9fff])(?=[A-Za-z])|(?<=[A-Za-z])(?=[\u3400-\u9fff])")
+_LATIN = re.compile(r"[A-Za-z]")
+
+
+def _spaced(text: str) -> str:
+    """`text` with a space wherever a Chinese character meets a Latin letter."""
+    if _CJK.search(text) and _LATIN.search(text):
+        return _MIXED.sub(" ", text)
+    return text
+
+
 def _inside_any(m: re.Match[str], taken: list[tuple[int, int]]) -> bool:
     """Whether `m` overlaps one of the `taken` stretches of its text."""
     return any(a < m.end() and m.start() < b for a, b in taken)
@@ -244,6 +259,7 @@ def happened(text: str, at: datetime | date) -> list[Span]:
 # search. 16k entries of everyday length hold a few MB (tens at the 2,000-character cap).
 @functools.lru_cache(maxsize=16_384)
 def _happened_on(text: str, day: date) -> tuple[Span, ...]:
+    text = _spaced(text)
     feasts = festivals.named(text)
     placed = (_relative(text, day, feasts) + named_dates(text, day, feasts=feasts)
               + _festivals(text, day, feasts))
@@ -258,7 +274,7 @@ def asked(question: str, at: datetime | date) -> list[Span]:
     A weekday alone is the last one before the day asked in a question about the past
     ("what did I do on Monday?", 周一我干了什么) and the next one in any other English one
     ("what do I have on Monday?")."""
-    day = _day_of(at)
+    day, question = _day_of(at), _spaced(question)
     feasts = festivals.named(question)
     placed = (named_dates(question, feasts=feasts) + _relative(question, day, feasts)
               + _festivals(question, day, feasts))
@@ -382,7 +398,11 @@ def _relative(text: str, day: date, feasts: list[festivals.Named]) -> list[Span]
     parts = [*_find(_MONTH_PART_EN, text), *_find(_MONTH_PART_ZH, text)]
     nths = [*_find(_NTH_EN, text), *_find(_NTH_ZH, text)]
     years = _year_parts(text)
+    fixed = _fixed_in_month(text)
+    soon = _find(_SOON_ZH, text)
     out = [span for m in back if (span := _safely(_back, m, day))]
+    out += [span for m in fixed if (span := _safely(_YEAR_MONTH_OR_NTH[m.re], m, day))]
+    out += [_soon(m, day) for m in soon]
     out += [span for m in earlier if (span := _safely(_earlier, m, day))]
     out += [span for m in halves if (span := _safely(_half, m, day))]
     out += [span for m in parts if (span := _safely(_month_part, m, day))]
@@ -393,13 +413,22 @@ def _relative(text: str, day: date, feasts: list[festivals.Named]) -> list[Span]
     seasons = _find(_SEASON_ALONE, text)
     out += [span for m in seasons if (span := _safely(_season_alone, m, day))]
     # 去年春节 is last year's spring festival, not last year
-    taken = ([m.span() for m in (*back, *earlier, *halves, *parts, *nths, *years, *seasons)]
+    taken = ([m.span() for m in (*back, *earlier, *halves, *parts, *nths, *years, *seasons,
+                                 *fixed, *soon)]
              + [f.span for f in feasts])
     for pattern, read in ((_RELATIVE_EN, _en_relative), (_RELATIVE_ZH, _zh_relative),
                           (_BEFORE_LAST_EN, _before_last)):
         out += [span for m in _find(pattern, text)
                 if not _inside_any(m, taken) and (span := _safely(read, m, day))]
     return out
+
+
+@functools.lru_cache(maxsize=64)  # named_dates and _relative both read a text's
+def _fixed_in_month(text: str) -> tuple[re.Match[str], ...]:
+    """A month of a year counted from the day said (去年三月) and an nth weekday of a month
+    ("the first weekend of May"): both need that day, so `_relative` reads them."""
+    return (*_find(_YEAR_MONTH_ZH, text), *_find(_NTH_OF_MONTH_EN, text),
+            *_find(_NTH_OF_MONTH_ZH, text))
 
 
 def _safely(read: Callable[[re.Match[str], date], Span | None], m: re.Match[str],
@@ -565,6 +594,12 @@ def _zh_date(m: re.Match[str], year: YearOf) -> Span | None:
     if month is None or not 1 <= month <= 12:
         return None
     y = int(y_text) if y_text else year(month, m.start())
+    return _zh_days_of(y, month, day_text, part)
+
+
+def _zh_days_of(y: int | None, month: int, day_text: str | None, part: str | None,
+                ) -> Span | None:
+    """A day (五号), a third (上旬, 底) or all of `month` of year `y` (None: of any year)."""
     if day_text:
         day = _zh_int(day_text)
         return None if day is None else _in_month(y, month, (day, day))
@@ -573,11 +608,61 @@ def _zh_date(m: re.Match[str], year: YearOf) -> Span | None:
     return Span(date.min, date.min, frozenset({month})) if y is None else _month_span(y, month)
 
 
+def _zh_year_month(m: re.Match[str], day: date) -> Span | None:
+    """去年三月, 明年3月5号, 今年六月底: a month of a year counted from `day`'s."""
+    which, month_text, day_text, part = m.groups()
+    month = _zh_int(month_text)
+    if month is None or not 1 <= month <= 12:
+        return None
+    return _zh_days_of(day.year + _ZH_YEARS[which], month, day_text, part)
+
+
+def _nth_of_month(m: re.Match[str], day: date) -> Span | None:
+    """"the first weekend of May", "the last Friday in June 2024", 五月的第一个周末,
+    6月最后一个周六: the year written, else as a month named alone (`_year_of`)."""
+    en = m.re is _NTH_OF_MONTH_EN
+    month: int | None
+    if en:
+        nth, what, month_text, y_text = m.groups()
+        month = _MONTHS[month_text.lower()]
+    else:
+        y_text, month_text, nth, last, what = m.groups()
+        nth, month = nth or last, _zh_int(month_text)
+    if month is None or not 1 <= month <= 12:
+        return None
+    # its own "last" ("the last Friday in June") tells nothing of the tense
+    rest = m.string[:m.start()] + " " * (m.end() - m.start()) + m.string[m.end():]
+    year = int(y_text) if y_text else _year_of(rest, day)(month, m.start())
+    n = -1 if nth.lower() in ("last", "最后一") else _ORDINALS[nth.lower()]
+    weekend = what.lower() in ("weekend", "周末")
+    weekday = 5 if weekend else (_WEEKDAYS[what.lower()] if en else
+                                 min("一二三四五六日天".index(what[-1]), 6))
+    found = _nth_weekday(year or day.year, month, weekday, n)
+    if found is None:
+        return None
+    return Span(found, found + timedelta(days=1 if weekend else 0))
+
+
+def _nth_weekday(year: int, month: int, weekday: int, n: int) -> date | None:
+    """The `n`th (-1: last) `weekday` of a month; None where it has no such."""
+    first = date(year, month, 1)
+    days = [first + timedelta(days=i) for i in range(31)
+            if (first + timedelta(days=i)).month == month]
+    matching = [d for d in days if d.weekday() == weekday]
+    return matching[n] if -len(matching) <= n < len(matching) else None
+
+
+def _soon(m: re.Match[str], day: date) -> Span:
+    """过两天, 过几天: within the next week."""
+    return Span(day + timedelta(days=1), day + timedelta(days=7))
+
+
+_TOMORROW = r"tomorrow|tmrw|tmr|2moro|2morrow|tomoz"  # and their chat spellings
 _COUNT = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
           "seven": 7, "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "a few": 3,
           "several": 3}
 _RELATIVE_EN = re.compile(
-    rf"\b(?:(yesterday|last night)|(the day before yesterday)|(tomorrow)|"
+    rf"\b(?:(yesterday|last night|yday|ystday)|(the day before yesterday)|({_TOMORROW})|"
     rf"({_NUMBER}) (day|week|month|year)s? (ago|back|later|from now|from today)|"
     rf"(last|next|this past|this coming|this) (week|weekend|month|year|summer|winter|"
     rf"spring|autumn|fall|{_WEEKDAY}|{_MONTH}))\b(?! of\b)", re.IGNORECASE)  # the last week of June
@@ -601,6 +686,21 @@ _NTH_EN = re.compile(rf"\b(?:on|by|until|till|since|from|before|after) the (\d{{
 _NTH_ZH = re.compile(r"(?<![\d〇零一二两三四五六七八九十月第])"
                      r"(\d{1,2}|[一二三四五六七八九十]{1,3})号"
                      r"(?![线楼门床位房馆机车厅桌柜窗口码球字电院鞋])")
+# 去年三月, 明年3月5号, 今年六月底 (not 过去年三月)
+_YEAR_MONTH_ZH = re.compile(
+    rf"({_QU}年|今年|{_MING}年|{_QIAN}年|{_HOU}年)的?([\d{_ZH_NUM}]{{1,3}})月份?"
+    rf"(?:([\d{_ZH_NUM}]{{1,3}})[日号]|({_ZH_THIRD}))?")
+# "the first weekend of May", "the last Friday in June 2024", 五月的第一个周末, 6月最后一个周六
+_NTH_OF_MONTH_EN = re.compile(
+    r"\b(first|second|third|fourth|1st|2nd|3rd|4th|last) ((?:mon|tues|wednes|thurs|fri|"
+    rf"satur|sun)day|weekend) (?:of|in) ({_MONTH})\b(?:,? ({_YEAR})\b)?", re.IGNORECASE)
+_NTH_OF_MONTH_ZH = re.compile(
+    rf"(?:({_YEAR})年)?([\d{_ZH_NUM}]{{1,3}})月份?的?(?:第([一二三四1-4])个|(最后一)个)"
+    r"(周末|(?:周|星期|礼拜)[一二三四五六日天])")
+_ORDINALS = {"first": 0, "1st": 0, "second": 1, "2nd": 1, "third": 2, "3rd": 2, "fourth": 3,
+             "4th": 3, "一": 0, "二": 1, "三": 2, "四": 3, "1": 0, "2": 1, "3": 2, "4": 3}
+# 过两天, 过几天, 过一两天 (in a few days; not 度过两天, 过了两天)
+_SOON_ZH = re.compile(r"(?<![度经通超越难好熬错路])过(?:几|两|一两|两三)天(?!了)")
 _PARTS = {"beginning": 0, "start": 0, "early": 0, "初": 0, "上旬": 0, "middle": 1, "mid": 1,
           "中": 1, "中旬": 1, "end": 2, "late": 2, "底": 2, "末": 2, "下旬": 2, "上中旬": 3,
           "中下旬": 4}
@@ -640,8 +740,8 @@ _EARLIER_EN = re.compile(r"\bearlier this (week|month|year)\b", re.IGNORECASE)
 _BEFORE_LAST_EN = re.compile(
     rf"\bthe (week|weekend|month|year|{_WEEKDAY}) (before last|after next)\b", re.IGNORECASE)
 _RELATIVE_ZH = re.compile(
-    rf"({_QU}年|今年|{_MING}年|{_YEAR}年|这个|上个|下个)的?(春天|夏天|秋天|冬天|春季|夏季|秋季|冬季)|"
-    rf"(昨天|昨晚)|(大前天|{_QIAN}天)|({_MING}天|大后天|{_HOU}天)|({_QU}年)|({_QIAN}年)|({_MING}年)|"
+    rf"({_QU}年|今年|{_MING}年|{_QIAN}年|{_YEAR}年|这个|上个|下个)的?(春天|夏天|秋天|冬天|春季|夏季|秋季|冬季)|"
+    rf"(昨天|昨晚)|(大前天|{_QIAN}天)|({_MING}天|大后天|{_HOU}天)|({_QU}年|今年)|({_QIAN}年)|({_MING}年)|"
     # 上周六 is last week's Saturday; 上周一起 ("together"), 上周一直 ("all along"), 上周天气,
     # 本周日程, 下周三天 are the whole week; 上上周, 下下个月: two back or ahead
     rf"((?:{_SHANG}){{1,2}}|(?:{_XIA}){{1,2}}|这|{_BEN})(?:个)?(周末|周|星期|礼拜|月)(?:([一二三四五六日天])(?![直起次些样定般共切气程子常天]))?|"
@@ -840,7 +940,7 @@ _PAST = re.compile(
 # A plan, a wish or a reminder: "I'll", "I'm flying", "going to"; 要 as "will" (not 重要,
 # 需要, 要求), 别忘, 打算. Not 会, which is also a meeting (开会) or a party (聚会).
 _PLAN = re.compile(r"\b(?:will|won['\u2019]t|shall|would|going to|gonna|plan|planned|"
-                   r"planning|tomorrow|next)\b|['\u2019](?:ll|d)\b|"
+                   r"planning|tomorrow|tmrw|tmr|2moro|2morrow|tomoz|next)\b|['\u2019](?:ll|d)\b|"
                    r"(?:['\u2019]m|\bam|\bare|\bis) \w+ing\b|"
                    r"\b(?:am|are|is) (?:i|we|you|he|she|they) \w+ing\b|"  # "what am I doing"
                    r"(?<![重需主想只不必])要(?![求是紧点])|将要|别忘|打算|准备|计划|记得|明天|"
@@ -850,7 +950,8 @@ _HAVE_GOT = re.compile(r"\b(?:have|has)(?: (?:i|we|you|they|he|she))? got\b|['\u
                        re.IGNORECASE)
 # Not a day: "moved to Friday", "tickets for Friday's concert", Good Friday, Black Friday,
 # Sunday school, a Sunday roast
-_WEEKDAY_EN = re.compile(r"\b((?:mon|tues|wednes|thurs|fri|satur|sun)day)\b(?!s\b)"
+_WEEKDAY_EN = re.compile(r"\b((?:mon|tues|wednes|thurs|fri|satur|sun)day|tues?|weds|thurs?|"
+                         r"fri)\b\.?(?!s\b)"
                          r"(?! (?:school|roast|best|paper|league|service|driver)s?\b)",
                          re.IGNORECASE)
 # the word right before a weekday (at most 7 letters and a space: read 8 back)
@@ -868,7 +969,7 @@ _WEEKEND_ALONE = re.compile(r"\b(?:over|on|at|during) the weekend\b|(?<![上下�
 _WEEKDAY_ZH = re.compile(r"(?<![上下这本个每四逢])(?:周|星期|礼拜)([一二三四五六日天])"
                          r"(?![直起次些样定般共切气程子常天末])")
 _WEEKDAYS = {name: i for i, names in enumerate(
-    (("monday", "mon"), ("tuesday", "tue", "tues"), ("wednesday", "wed"),
+    (("monday", "mon"), ("tuesday", "tue", "tues"), ("wednesday", "wed", "weds"),
      ("thursday", "thu", "thur", "thurs"), ("friday", "fri"), ("saturday", "sat"),
      ("sunday", "sun"))) for name in names}
 
@@ -948,6 +1049,7 @@ def _shift(day: date, n: int, unit: str) -> Span:
     return _year_span(day.year + n)
 
 
+_ZH_YEARS = {"去年": -1, "今年": 0, "明年": 1, "前年": -2, "后年": 2}
 _ZH_DAYS = {"昨天": -1, "昨晚": -1, "前天": -2, "大前天": -3, "明天": 1, "后天": 2, "大后天": 3}
 
 
@@ -959,12 +1061,12 @@ def _zh_relative(m: re.Match[str], day: date) -> Span | None:
         if which_year.endswith("个"):  # 这个冬天: the one holding `day`; 上个, 下个
             return _season(day, {"这": 0, "上": -1, "下": 1}[which_year[0]], name)
         year = (int(which_year[:4]) if which_year[0].isdigit()
-                else day.year + {"去年": -1, "今年": 0, "明年": 1}[which_year])
+                else day.year + _ZH_YEARS[which_year])
         return _season_of(year, name)
     if back or before or tomorrow:
         return _shift(day, _ZH_DAYS[back or before or tomorrow], "day")
     if last_year or year_before or next_year:
-        return _shift(day, -1 if last_year else (-2 if year_before else 1), "year")
+        return _shift(day, _ZH_YEARS[last_year or year_before or next_year], "year")
     if way:
         step = -len(way) if way[0] == "上" else (len(way) if way[0] == "下" else 0)
         if period == "周末":
@@ -994,6 +1096,11 @@ def _counted(day: date, n: float, unit: str) -> Span | None:
     return None if steps == 0 else _shift(day, steps, finer[0])
 
 
+_YEAR_MONTH_OR_NTH: dict[re.Pattern[str], Callable[[re.Match[str], date], Span | None]] = {
+    _YEAR_MONTH_ZH: _zh_year_month, _NTH_OF_MONTH_EN: _nth_of_month,
+    _NTH_OF_MONTH_ZH: _nth_of_month}
+
+
 # Each pattern below is run only on a text that holds what it cannot match without: most
 # texts name no time, and scanning them with every pattern was half the cost of a search's
 # date reading (a Chinese pattern has no literal prefix to skip English text by).
@@ -1001,6 +1108,10 @@ _GATES: dict[re.Pattern[str], re.Pattern[str]] = {
     _RELATIVE_ZH: _CJK, _DATES_ZH: re.compile("[年月]"), _WEEKDAY_ZH: re.compile("周|星期|礼拜"),
     _BACK_ZH: re.compile("近|过去|前|这"), _MONTH_PART_ZH: re.compile("月"),
     _NTH_ZH: re.compile("号"), _YEAR_PART_ZH: re.compile("年"), _QUARTER_ZH: re.compile("季度"),
+    _YEAR_MONTH_ZH: re.compile("年"), _NTH_OF_MONTH_ZH: re.compile("第|最后"),
+    _SOON_ZH: re.compile("过"),
+    _NTH_OF_MONTH_EN: re.compile(r"(?:of|in) (?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)",
+                                 re.IGNORECASE),
     _HALF_EN: re.compile(r"half|fortnight", re.IGNORECASE),
     _YEAR_PART_EN: re.compile(r"year|\d", re.IGNORECASE),
     _QUARTER_EN: re.compile(r"quarter|q[1-4]", re.IGNORECASE),

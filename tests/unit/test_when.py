@@ -368,7 +368,7 @@ def test_a_weekday_alone_in_a_plan_is_the_next_one(query: str, day: str) -> None
     "what did I do on Mondays", "每周一我做了什么", "星期一起我做了什么",
     "除了周一，我每天都健身", "四周一片漆黑，我们迷路了", "每逢周一我都去跑步了",
     "what did I plan for Saturday?", "My flight got moved to Friday",
-    "I got tickets for Friday's concert", "was it Black Friday",
+    "I got tickets for Friday's concert",
     "What was the name of the Sunday school my kids went to?", "周末我一般干什么"])
 def test_a_weekday_in_a_habit_or_a_name_is_no_day(query: str) -> None:
     assert asked(query, AT) == []
@@ -548,7 +548,8 @@ def test_words_that_look_like_the_new_forms_are_no_such_time(text: str) -> None:
     said = date(2024, 3, 20)
     spans = happened(text, said)[1:]
     wrong = {"三年前我搬到了杭州": [("2021-01-01", "2021-12-31")],  # a counted year, not 年前
-             "大年初一我拜年了": [("2024-02-10", "2024-02-10")]}  # a festival, not 年初
+             "大年初一我拜年了": [("2024-02-10", "2024-02-10")],  # a festival, not 年初
+             "今年中国经济很好": [("2024-01-01", "2024-12-31")]}  # this year, not 年中
     assert _days(spans) == wrong.get(text, [])
 
 
@@ -573,9 +574,53 @@ def test_the_gates_that_skip_patterns_change_no_reading(monkeypatch: pytest.Monk
     def read() -> list[tuple[list[Span], list[Span]]]:
         when._happened_on.cache_clear()
         when._year_parts.cache_clear()
+        when._fixed_in_month.cache_clear()
         return [(happened(t, said), asked(t, said)) for t in texts]
 
     gated = read()
     assert len(texts) > 2000 and sum(len(h) > 1 or bool(a) for h, a in gated) > 300
     monkeypatch.setattr(when, "_GATES", {})
     assert read() == gated
+
+
+@pytest.mark.parametrize(("text", "said", "days"), [
+    # English inside Chinese, chat spellings, weekday abbreviations that are no words
+    ("我yesterday去了趟超市", date(2024, 5, 9), ("2024-05-08", "2024-05-08")),
+    ("我们last month搬到了上海", date(2024, 5, 9), ("2024-04-01", "2024-04-30")),
+    ("yday I finally fixed the bike", date(2024, 5, 9), ("2024-05-08", "2024-05-08")),
+    ("dentist tmrw at 9, ugh", date(2024, 5, 9), ("2024-05-10", "2024-05-10")),
+    ("I ran 10k on Tues", date(2024, 5, 9), ("2024-05-07", "2024-05-07")),
+    # a month of a year counted from the day said, a day or a third of it
+    ("去年十月我去了趟成都", date(2024, 5, 9), ("2023-10-01", "2023-10-31")),
+    ("明年2月我们要搬家", date(2024, 5, 9), ("2025-02-01", "2025-02-28")),
+    ("前年8月15号我们结婚了", date(2024, 5, 9), ("2022-08-15", "2022-08-15")),
+    ("今年三月底我换了工作", date(2024, 5, 9), ("2024-03-21", "2024-03-31")),
+    # the nth weekday or weekend of a month
+    ("we went camping the second weekend of April", date(2024, 5, 9),
+     ("2024-04-13", "2024-04-14")),
+    ("The recital is on the last Friday in June", date(2024, 5, 9), ("2024-06-28", "2024-06-28")),
+    ("the first Monday of March 2023 was my first day", date(2024, 5, 9),
+     ("2023-03-06", "2023-03-06")),
+    ("四月的第二个周六我们去爬山了", date(2024, 5, 9), ("2024-04-13", "2024-04-13")),
+    ("6月最后一个周末我要去青岛", date(2024, 5, 9), ("2024-06-29", "2024-06-30")),
+    # this year, the year before last's season, soon
+    ("我今年开始学吉他", date(2024, 5, 9), ("2024-01-01", "2024-12-31")),
+    ("前年冬天我们去了哈尔滨", date(2024, 5, 9), ("2022-12-01", "2023-02-28")),
+    ("过几天我要去上海出差", date(2024, 5, 9), ("2024-05-10", "2024-05-16")),
+    # festivals by other names
+    ("We flew to Taipei for Lunar New Year", date(2024, 3, 1), ("2024-02-09", "2024-02-16")),
+    ("I got a new TV on Black Friday", date(2023, 12, 5), ("2023-11-24", "2023-11-24")),
+    ("十一假期我们去了西安", date(2024, 10, 20), ("2024-10-01", "2024-10-07")),
+])
+def test_still_more_ways_a_memory_says_when(text: str, said: date,
+                                            days: tuple[str, str]) -> None:
+    assert _days(happened(text, said)[1:]) == [days]
+
+
+@pytest.mark.parametrize("text", [
+    "我们一共十一个人", "第十一期间隔很长", "熬过两天就好了", "他度过几天假",
+    "Thu Nguyen is my coach", "the first Monday of every month is payday",
+    "我在学习Friday这个单词",
+])
+def test_what_only_looks_like_those_forms_is_no_time(text: str) -> None:
+    assert _days(happened(text, date(2024, 5, 9))[1:]) == []
