@@ -39,6 +39,7 @@ _EN_ANCHOR = re.compile(
 # Chinese time words not inside other words: 过去年轻, 之前天天, 说明天气, 晚上月亮,
 # 日本月饼, 一下周末 and 楼下周边 name no time.
 _QU = "(?<![过回出进失])去"
+_JIN = "(?<![如现当至古迄])今"  # not 如今年轻人, 至今年薪
 _QIAN = "(?<![之以从提])前"
 _MING = "(?<![说聪光文证表声透开发阐标简])明"
 _SHANG = "(?<![晚早马路身楼网线桌天地爬赶跟])上"
@@ -228,16 +229,18 @@ def _written_year(m: re.Match[str]) -> bool:
 
 
 # Between a Chinese character and a Latin letter, where English words start and end in a
-# text that mixes the two (我last week去了IKEA): Python's \b sees none, 我 being a word
-# character too. Not before a digit: 2023年, 3号 are Chinese dates.
-_MIXED = re.compile(r"(?<=[\u3400-\u9fff])(?=[A-Za-z])|(?<=[A-Za-z])(?=[\u3400-\u9fff])")
+# text that mixes the two (我last week去了IKEA, 我们Q4的目标): Python's \b sees none, 我
+# being a word character too. Not between a digit and Chinese: 2023年, 3号 are dates. The
+# mark is no space, so no Chinese clause seems to start there (DDL前两天 is no period).
+_MIXED = re.compile(r"(?<=[\u3400-\u9fff])(?=[A-Za-z])|(?<=[A-Za-z])(?=[\u3400-\u9fff])|"
+                    r"(?<=[A-Za-z]\d)(?=[\u3400-\u9fff])")
 _LATIN = re.compile(r"[A-Za-z]")
 
 
 def _spaced(text: str) -> str:
-    """`text` with a space wherever a Chinese character meets a Latin letter."""
+    """`text` with a mark (·) wherever a Chinese character meets a Latin letter."""
     if _CJK.search(text) and _LATIN.search(text):
-        return _MIXED.sub(" ", text)
+        return _MIXED.sub("\u00b7", text)
     return text
 
 
@@ -260,10 +263,13 @@ def happened(text: str, at: datetime | date) -> list[Span]:
 @functools.lru_cache(maxsize=16_384)
 def _happened_on(text: str, day: date) -> tuple[Span, ...]:
     text = _spaced(text)
-    feasts = festivals.named(text)
-    placed = (_relative(text, day, feasts) + named_dates(text, day, feasts=feasts)
-              + _festivals(text, day, feasts))
-    return (Span(day, day), *placed, *([] if placed else _weekdays(text, day)))
+    try:
+        feasts = festivals.named(text)
+        placed = (_relative(text, day, feasts) + named_dates(text, day, feasts=feasts)
+                  + _festivals(text, day, feasts))
+        return (Span(day, day), *placed, *([] if placed else _weekdays(text, day)))
+    except (OverflowError, ValueError):  # said at the calendar's edge: a text is no error
+        return (Span(day, day),)
 
 
 def asked(question: str, at: datetime | date) -> list[Span]:
@@ -275,11 +281,14 @@ def asked(question: str, at: datetime | date) -> list[Span]:
     ("what did I do on Monday?", 周一我干了什么) and the next one in any other English one
     ("what do I have on Monday?")."""
     day, question = _day_of(at), _spaced(question)
-    feasts = festivals.named(question)
-    placed = (named_dates(question, feasts=feasts) + _relative(question, day, feasts)
-              + _festivals(question, day, feasts))
-    # "last week on Friday", "Monday, March 3": the weekday is inside a time already placed
-    return placed or _weekdays(question, day, ahead=True) or _earlier_today(question, day)
+    try:
+        feasts = festivals.named(question)
+        placed = (named_dates(question, feasts=feasts) + _relative(question, day, feasts)
+                  + _festivals(question, day, feasts))
+        # "last week on Friday", "Monday, March 3": the weekday is in a time already placed
+        return placed or _weekdays(question, day, ahead=True) or _earlier_today(question, day)
+    except (OverflowError, ValueError):  # asked at the calendar's edge
+        return []
 
 
 # Today, in a question: "where did I run this morning?", 今天早上我吃了什么
@@ -314,7 +323,7 @@ def _festivals(text: str, day: date, feasts: list[festivals.Named]) -> list[Span
             found = [held[y]] if (y := day.year + (step or 0)) in held else []
         elif step == -1 or (step is None and past):
             found = [s for s in held.values() if (s.hi < day if step else s.lo <= day)][-1:]
-        elif step is None and not _PLAN.search(text):
+        elif step is None and not _tells_plan(text):
             found = sorted(held.values(), key=lambda s: _apart(s, day))[:1]
         else:
             found = [s for s in held.values() if (s.lo > day if step else s.hi >= day)][:1]
@@ -339,7 +348,7 @@ def _weekdays(text: str, day: date, *, ahead: bool = False) -> list[Span]:
     out = []
     for clause in _CLAUSE.split(text):
         past = _tells_past(clause)
-        told = past or _PLAN.search(clause)
+        told = past or _tells_plan(clause)
         # Chinese tells of the past without 了 too (我周三跟谁开的会): no next one there
         asks_ahead = ahead and not _HABIT.search(text) and not _CJK.search(clause)
         if _HABIT.search(clause) or not (told or asks_ahead):
@@ -356,10 +365,30 @@ def _weekdays(text: str, day: date, *, ahead: bool = False) -> list[Span]:
     return out
 
 
+# Every time expression of a clause asks these of it again (a list of 500 dates: 500 times)
+@functools.lru_cache(maxsize=1024)
+def _tells_plan(text: str) -> bool:
+    return _PLAN.search(text) is not None
+
+
+@functools.lru_cache(maxsize=1024)
+def _since(text: str) -> bool:
+    return _SINCE.search(text) is not None
+
+
+@functools.lru_cache(maxsize=1024)
+def _due(text: str) -> bool:
+    return _DUE.search(text) is not None
+
+
+@functools.lru_cache(maxsize=1024)
 def _tells_past(text: str) -> bool:
     """A past form and no mark of a plan, a wish or a reminder (要, 别, "I'll", "plan");
-    "have got" is no past."""
-    return bool(_PAST.search(_HAVE_GOT.sub(" ", text))) and not _PLAN.search(text)
+    "have got", a present passive or question ("is held", "is it closed?") and an
+    arrangement ("I booked flights for August", 约了25号) tell no past."""
+    if _tells_plan(text) or _ARRANGED.search(text):
+        return False
+    return bool(_PAST.search(_NOT_PAST.sub(" ", text)))
 
 
 def _weekdays_alone(text: str) -> list[int]:
@@ -402,7 +431,7 @@ def _relative(text: str, day: date, feasts: list[festivals.Named]) -> list[Span]
     soon = _find(_SOON_ZH, text)
     out = [span for m in back if (span := _safely(_back, m, day))]
     out += [span for m in fixed if (span := _safely(_YEAR_MONTH_OR_NTH[m.re], m, day))]
-    out += [_soon(m, day) for m in soon]
+    out += [span for m in soon if (span := _safely(_soon, m, day))]
     out += [span for m in earlier if (span := _safely(_earlier, m, day))]
     out += [span for m in halves if (span := _safely(_half, m, day))]
     out += [span for m in parts if (span := _safely(_month_part, m, day))]
@@ -480,9 +509,9 @@ def _year_of(text: str, said: date | None) -> YearOf:
     def year_of(month: int, at: int) -> int:
         clause = _clause_at(text, at)
         aimed = _FOR.search(text, max(0, at - 8), at)  # "my goals for the second half"
-        if month > said.month and not aimed and (_tells_past(clause) or _SINCE.search(clause)):
+        if month > said.month and not aimed and (_tells_past(clause) or _since(clause)):
             return said.year - 1
-        if month < said.month and (_PLAN.search(clause) or _DUE.search(clause)):
+        if month < said.month and (_tells_plan(clause) or _due(clause)):
             return said.year + 1
         return said.year
     return year_of
@@ -652,7 +681,7 @@ def _nth_weekday(year: int, month: int, weekday: int, n: int) -> date | None:
     return matching[n] if -len(matching) <= n < len(matching) else None
 
 
-def _soon(m: re.Match[str], day: date) -> Span:
+def _soon(m: re.Match[str], day: date) -> Span | None:
     """过两天, 过几天: within the next week."""
     return Span(day + timedelta(days=1), day + timedelta(days=7))
 
@@ -681,14 +710,21 @@ _MONTH_PART_ZH = re.compile(
     rf"(?<![\d{_ZH_NUM}个每岁年日明满蜜正腊半本上下这])月(上旬|中旬|下旬|"
     r"初(?![一二三四五六七八九十])|中(?![\u3400-\u9fff])|中(?=[的我你他她咱])|底|末)")
 # A day of the month alone: "on the 25th", "by the 3rd", 25号 (not 3号线, 5号电池, 38号鞋)
+# What may follow a day of the month alone: a clause's end or a word that is no noun
+_AFTER_A_DAY = (r"(?:and|or|but|at|in|on|to|for|so|because|when|while|if|then|i|we|you|he|"
+                r"she|they|it|my|our|his|her|their|this|that|the|a|an|with|from|until|till|"
+                r"through|before|after|next|last|is|was|will|again|too|as|around|about)")
 _NTH_EN = re.compile(rf"\b(?:on|by|until|till|since|from|before|after) the (\d{{1,2}})"
-                     rf"(?:st|nd|rd|th)\b(?! of\b)(?![ ,]+(?:{_MONTH})\b)", re.IGNORECASE)
+                     rf"(?:st|nd|rd|th)\b(?! of\b)(?![ ,]+(?:{_MONTH})\b)"
+                     # "on the 3rd floor", "by the 4th round": an ordinal before a noun
+                     rf"(?! (?!{_AFTER_A_DAY}\b)[a-z])", re.IGNORECASE)
 _NTH_ZH = re.compile(r"(?<![\d〇零一二两三四五六七八九十月第])"
                      r"(\d{1,2}|[一二三四五六七八九十]{1,3})号"
-                     r"(?![线楼门床位房馆机车厅桌柜窗口码球字电院鞋])")
+                     r"(?![线楼门床位房馆机车厅桌柜窗口码球字电院鞋选种病公路街巷队台站包箱店厂"
+                     r"仓地桥段色键])")
 # 去年三月, 明年3月5号, 今年六月底 (not 过去年三月)
 _YEAR_MONTH_ZH = re.compile(
-    rf"({_QU}年|今年|{_MING}年|{_QIAN}年|{_HOU}年)的?([\d{_ZH_NUM}]{{1,3}})月份?"
+    rf"({_QU}年|{_JIN}年|{_MING}年|{_QIAN}年|{_HOU}年)的?([\d{_ZH_NUM}]{{1,3}})月份?"
     rf"(?:([\d{_ZH_NUM}]{{1,3}})[日号]|({_ZH_THIRD}))?")
 # "the first weekend of May", "the last Friday in June 2024", 五月的第一个周末, 6月最后一个周六
 _NTH_OF_MONTH_EN = re.compile(
@@ -700,7 +736,7 @@ _NTH_OF_MONTH_ZH = re.compile(
 _ORDINALS = {"first": 0, "1st": 0, "second": 1, "2nd": 1, "third": 2, "3rd": 2, "fourth": 3,
              "4th": 3, "一": 0, "二": 1, "三": 2, "四": 3, "1": 0, "2": 1, "3": 2, "4": 3}
 # 过两天, 过几天, 过一两天 (in a few days; not 度过两天, 过了两天)
-_SOON_ZH = re.compile(r"(?<![度经通超越难好熬错路])过(?:几|两|一两|两三)天(?!了)")
+_SOON_ZH = re.compile(r"(?<![度经通超越难好熬错路住待呆玩不才只刚已])过(?:几|两|一两|两三)天(?!了)")
 _PARTS = {"beginning": 0, "start": 0, "early": 0, "初": 0, "上旬": 0, "middle": 1, "mid": 1,
           "中": 1, "中旬": 1, "end": 2, "late": 2, "底": 2, "末": 2, "下旬": 2, "上中旬": 3,
           "中下旬": 4}
@@ -715,23 +751,28 @@ _YEAR_PART_EN = re.compile(
 _ZH_YEAR_PART = (r"初(?![一二三四五六七八九十])|底|末|中(?![\u3400-\u9fff])|"
                  r"中(?=[的我你他她咱])")
 _YEAR_PART_ZH = re.compile(
-    rf"(?:({_YEAR})|({_QU}|今|{_MING}|{_QIAN}))年(?:年([初底末中])|({_ZH_YEAR_PART})|(上半年|下半年))|"
-    rf"(?<![\d{_ZH_NUM}百千万几多半数每这那当同次全新年去今明前])"
-    rf"(?:年({_ZH_YEAR_PART})|(上半年|下半年))")
+    rf"(?:({_YEAR})|({_QU}|{_JIN}|{_MING}|{_QIAN}))年(?:年([初底末中])|({_ZH_YEAR_PART})|(上半年|下半年))|"
+    rf"(?<![\d{_ZH_NUM}百千万几多半数每这那当同次全新年去今明前少童晚些学成老中青周])"
+    rf"(?:年({_ZH_YEAR_PART})|(?<![马加剩过满快近多再还])(上半年|下半年))")
 _YEAR_THIRDS = {"beginning": (1, 4), "start": (1, 4), "early": (1, 4), "初": (1, 4),
                 "middle": (5, 8), "mid": (5, 8), "中": (5, 8), "end": (9, 12), "late": (9, 12),
                 "底": (9, 12), "末": (9, 12), "first": (1, 6), "1st": (1, 6), "上半年": (1, 6),
                 "second": (7, 12), "2nd": (7, 12), "下半年": (7, 12)}
 # Quarters: "last quarter", "Q3 2024", "the first quarter of 2024", 上个季度, 今年一季度
 _QUARTER_EN = re.compile(
-    rf"\b(?:(last|this|next) quarter|(?:the )?(first|second|third|fourth|1st|2nd|3rd|4th) "
-    rf"quarter of (?:(the|this|last|next) year|({_YEAR}))|q([1-4])(?:,? ({_YEAR}))?)\b",
-    re.IGNORECASE)
+    rf"\b(?:(last|this|next) quarter(?! of\b)|(?:the )?(first|second|third|fourth|1st|2nd|"
+    rf"3rd|4th|last) quarter of (?:(the|this|last|next) year|({_YEAR}))|"
+    # Q3 after a word that leads to a time ("in Q3", "by Q4") or before its year: not an
+    # Audi Q3 or "Q2 on the exam"
+    rf"(?:(?<=\bin )|(?<=\bby )|(?<=\bfor )|(?<=\bduring )|(?<=\buntil )|(?<=\bbefore )|"
+    rf"(?<=\bafter )|(?<=\bsince )|(?<=\bthe )|(?<=\bour )|(?<=\bthis )|"
+    rf"(?=q[1-4],? (?:{_YEAR}|(?:of )?(?:last|this|next) year)\b))"
+    rf"q([1-4])(?:,? ({_YEAR})|,? (?:of )?(last|this|next) year)?)\b", re.IGNORECASE)
 _QUARTER_ZH = re.compile(
     rf"({_SHANG}|{_XIA}|这|{_BEN})个?季度|"
-    rf"(?:({_YEAR})年|({_QU}|今|{_MING})年)?的?第?([一二三四1-4])季度")
+    rf"(?:({_YEAR})年|({_QU}|{_JIN}|{_MING})年)?的?第?([一二三四1-4])季度(?!假)")
 _QUARTERS = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, "fourth": 4,
-             "4th": 4, "一": 1, "二": 2, "三": 3, "四": 4}
+             "4th": 4, "last": 4, "一": 1, "二": 2, "三": 3, "四": 4}
 _WHICH_YEAR = {"this": 0, "last": -1, "next": 1, "今": 0, "去": -1, "明": 1, "前": -2}
 # A season alone: "over the winter", "in the summer" (not "the summer of 2021": a date)
 _SEASON_ALONE = re.compile(r"\b(?:in|over|during|through|throughout) the (spring|summer|"
@@ -740,8 +781,8 @@ _EARLIER_EN = re.compile(r"\bearlier this (week|month|year)\b", re.IGNORECASE)
 _BEFORE_LAST_EN = re.compile(
     rf"\bthe (week|weekend|month|year|{_WEEKDAY}) (before last|after next)\b", re.IGNORECASE)
 _RELATIVE_ZH = re.compile(
-    rf"({_QU}年|今年|{_MING}年|{_QIAN}年|{_YEAR}年|这个|上个|下个)的?(春天|夏天|秋天|冬天|春季|夏季|秋季|冬季)|"
-    rf"(昨天|昨晚)|(大前天|{_QIAN}天)|({_MING}天|大后天|{_HOU}天)|({_QU}年|今年)|({_QIAN}年)|({_MING}年)|"
+    rf"({_QU}年|{_JIN}年|{_MING}年|{_QIAN}年|{_YEAR}年|这个|上个|下个)的?(春天|夏天|秋天|冬天|春季|夏季|秋季|冬季)|"
+    rf"(昨天|昨晚)|(大前天|{_QIAN}天)|({_MING}天|大后天|{_HOU}天)|({_QU}年|{_JIN}年)|({_QIAN}年)|({_MING}年)|"
     # 上周六 is last week's Saturday; 上周一起 ("together"), 上周一直 ("all along"), 上周天气,
     # 本周日程, 下周三天 are the whole week; 上上周, 下下个月: two back or ahead
     rf"((?:{_SHANG}){{1,2}}|(?:{_XIA}){{1,2}}|这|{_BEN})(?:个)?(周末|周|星期|礼拜|月)(?:([一二三四五六日天])(?![直起次些样定般共切气程子常天]))?|"
@@ -816,8 +857,8 @@ def _part_of(m: re.Match[str]) -> tuple[int, int, str | None, str | None]:
         first, last = _YEAR_THIRDS[next(p for p in g[2:] if p)]
         return first, last, g[1], g[0]
     if m.re is _QUARTER_EN:
-        quarter, which, written = _QUARTERS.get((g[1] or "").lower()) or int(g[4]), g[2], \
-            g[3] or g[5]
+        quarter, which, written = _QUARTERS.get((g[1] or "").lower()) or int(g[4]), \
+            g[2] or g[6], g[3] or g[5]
     else:
         quarter, which, written = _QUARTERS.get(g[3]) or int(g[3]), g[2], g[1]
     return 3 * quarter - 2, 3 * quarter, which, written
@@ -885,7 +926,7 @@ def _month_of(m: re.Match[str], day: date, days: tuple[int, int]) -> int:
     clause = _clause_at(m.string, m.start())
     if days[0] > day.day and _tells_past(clause):
         return -1
-    if days[1] < day.day and _PLAN.search(clause):
+    if days[1] < day.day and _tells_plan(clause):
         return 1
     return 0
 
@@ -929,14 +970,18 @@ def _rolled(count: str) -> int:
 # one right after its subject ("he proposed", "what happened"; not "I need", "I'm excited"),
 # Chinese 了 / 过.
 _PAST = re.compile(
-    r"\b(?:did|was|were|had)(?:n['\u2019]t)?\b|\b(?:went|ate|got|said|told|met|made|saw|"
-    r"bought|spent|paid|took|came|left|gave|found|began|ran|swam|flew|drove|rode|wrote|won|"
-    r"lost|felt|kept|slept|sold|sent|built|broke|chose|forgot|heard|held|knew|taught|"
-    r"thought|brought|caught|fought|threw|wore|sang|sat|stood|woke|fell|grew|drew|became|"
-    r"spoke|froze|shook|hung|fed|led|hid|lent|meant|shot|tore|understood)\b|"
-    r"\b(?:i|we|you|he|she|they|it|what|who|which)\s+(?:\w+ly\s+|just\s+|also\s+|never\s+|"
+    r"(?i:\b(?:did|was|were|had)(?:n['\u2019]t)?\b|\b(?:went|ate|got|said|told|met|made|saw|"
+    r"bought|spent|paid|took|came|gave|found|began|ran|swam|flew|drove|rode|wrote|won|"
+    r"lost|felt|kept|slept|sent|built|broke|chose|forgot|heard|knew|taught|"
+    r"thought|brought|caught|fought|threw|wore|sang|stood|woke|fell|grew|drew|became|"
+    r"spoke|froze|shook|hung|led|hid|lent|meant|tore|understood|"
+    r"cooked|watched|played|visited|called)\b)|"
+    # a regular past after its subject: a pronoun ("he proposed"), a name or a noun after
+    # my / the ("Sarah moved", "my sister married")
+    r"\b(?:(?i:i|we|you|he|she|they|it|what|who|which)|[A-Z][a-z]+|"
+    r"(?i:my|our|his|her|their|the) [a-z]+)\s+(?:\w+ly\s+|just\s+|also\s+|never\s+|"
     r"first\s+|all\s+|both\s+)?(?!(?:ne|fe|se|spe|ble|bre|procee|excee|succee|emb)ed\b)"
-    r"[a-z]{2,}ed\b|(?<![除为忘别罢])了|过", re.IGNORECASE)
+    r"[a-z]{2,}ed\b|(?<![除为忘别罢])了|(?<![不难经通超越度太])过(?![来年节])")
 # A plan, a wish or a reminder: "I'll", "I'm flying", "going to"; 要 as "will" (not 重要,
 # 需要, 要求), 别忘, 打算. Not 会, which is also a meeting (开会) or a party (聚会).
 _PLAN = re.compile(r"\b(?:will|won['\u2019]t|shall|would|going to|gonna|plan|planned|"
@@ -946,8 +991,15 @@ _PLAN = re.compile(r"\b(?:will|won['\u2019]t|shall|would|going to|gonna|plan|pla
                    r"(?<![重需主想只不必])要(?![求是紧点])|将要|别忘|打算|准备|计划|记得|明天|"
                    r"下周|下个月|下礼拜", re.IGNORECASE)
 _CLAUSE = re.compile(r"[;,.!?\n，。；！？]")
-_HAVE_GOT = re.compile(r"\b(?:have|has)(?: (?:i|we|you|they|he|she))? got\b|['\u2019]ve got\b",
-                       re.IGNORECASE)
+# An arrangement told in the past is about the time arranged, still to come
+_ARRANGED = re.compile(r"\b(?:book(?:ed)?|regist(?:er|ered)|sign(?:ed)? up|schedul(?:e|ed)|"
+                       r"reserv(?:e|ed)|invit(?:e|ed)|appointment|rsvp(?:ed)?)\b|"
+                       r"约了|约好|说好|订了|预约|预订|报名|定好", re.IGNORECASE)
+# Not past: "have got", a present passive or question ("is held", "are you interested")
+_NOT_PAST = re.compile(
+    r"\b(?:have|has)(?: (?:i|we|you|they|he|she))? got\b|['\u2019]ve got\b|"
+    r"\b(?:is|are|am|isn['\u2019]t|aren['\u2019]t|be|being|been|get|gets)\s+"
+    r"(?:(?:i|we|you|he|she|they|it)\s+)?(?:\w+ly\s+)?[a-z]{2,}ed\b", re.IGNORECASE)
 # Not a day: "moved to Friday", "tickets for Friday's concert", Good Friday, Black Friday,
 # Sunday school, a Sunday roast
 _WEEKDAY_EN = re.compile(r"\b((?:mon|tues|wednes|thurs|fri|satur|sun)day|tues?|weds|thurs?|"
@@ -973,7 +1025,6 @@ _WEEKDAYS = {name: i for i, names in enumerate(
      ("thursday", "thu", "thur", "thurs"), ("friday", "fri"), ("saturday", "sat"),
      ("sunday", "sun"))) for name in names}
 
-
 def _en_relative(m: re.Match[str], day: date) -> Span | None:
     back, before, tomorrow, count, unit, way, which, what = m.groups()
     if back:
@@ -985,8 +1036,8 @@ def _en_relative(m: re.Match[str], day: date) -> Span | None:
     if count:
         n = _COUNT.get(count.lower()) or (int(count) if count.isdigit() else 1)
         return _shift(day, -n if way.lower() in ("ago", "back") else n, unit.lower())
-    if what.lower() == "may" and what != "May":  # "this may help"
-        return None
+    if what.lower() in ("may", "march") and what[0].islower():  # "this may help", "one
+        return None  # last march around the field"
     which, what = which.lower(), what.lower()
     # this coming weekend: the one holding `day`, else the next (as "this weekend")
     step = 1 if which == "next" or (which == "this coming" and what != "weekend") else (

@@ -624,3 +624,45 @@ def test_still_more_ways_a_memory_says_when(text: str, said: date,
 ])
 def test_what_only_looks_like_those_forms_is_no_time(text: str) -> None:
     assert _days(happened(text, date(2024, 5, 9))[1:]) == []
+
+
+@pytest.mark.parametrize(("text", "days"), [
+    # a regular past after a name or a noun tells of the past
+    ("Mom called me on Monday", [("2024-05-06", "2024-05-06")]),
+    ("my sister married Tom on Saturday", [("2024-05-04", "2024-05-04")]),
+    # a present passive, a question, a noun that looks like a past form: not past
+    ("I need to get my flu shot in October", [("2024-10-01", "2024-10-31")]),
+    ("The conference is held in September", [("2024-09-01", "2024-09-30")]),
+    ("Only two weeks left before our trip in August", [("2024-08-01", "2024-08-31")]),
+    # an arrangement is about the time arranged
+    ("I registered for the marathon in October", [("2024-10-01", "2024-10-31")]),
+    ("I signed up for the race on the 25th", [("2024-05-25", "2024-05-25")]),
+    ("我们约了25号见面", [("2024-05-25", "2024-05-25")]),
+    ("25号过来吃饭吧", [("2024-05-25", "2024-05-25")]),
+    # quarters: "the last quarter of 2023", Q3 last year
+    ("the last quarter of 2023 was slow", [("2023-10-01", "2023-12-31")]),
+    ("revenue grew in Q3 last year", [("2023-07-01", "2023-09-30")]),
+    ("we raised our targets for Q4", [("2024-10-01", "2024-12-31")]),
+])
+def test_the_tense_and_the_forms_a_review_found_misread(text: str,
+                                                        days: list[tuple[str, str]]) -> None:
+    assert _days(happened(text, date(2024, 5, 9))[1:]) == days
+
+
+@pytest.mark.parametrize("text", [
+    "如今年轻人都不愿意结婚", "至今年薪没涨", "成年前我一直住在乡下", "恐龙一亿年前就灭绝了",
+    "在青少年中，近视很普遍", "这些年中我学会了很多", "学年末考试很难", "我们在一起马上半年了",
+    "加上半年的奖金一共十万", "我在北京住过两天", "这个药不过两天就见效", "I live on the 3rd floor",
+    "by the 4th round he was tired", "我是3号选手", "我们去了9号公路", "an Audi Q3 is nice",
+    "I got Q2 wrong on the exam", "We scored 20 points in the last quarter of the game",
+    "我们住在四季度假酒店", "DDL前两天我才开始写论文", "we did one last march around the field",
+])
+def test_what_a_review_found_read_as_a_time_is_none(text: str) -> None:
+    assert _days(happened(text, date(2024, 11, 1))[1:]) == []
+
+
+@pytest.mark.parametrize("said", [date(9999, 12, 31), date(1, 1, 1)])
+def test_a_time_at_the_calendars_edge_is_no_error(said: date) -> None:
+    for text in ("过几天再说", "十一期间", "周末我去了", "明年春节", "Q4 next year"):
+        assert happened(text, said)[0] == Span(said, said)
+        assert isinstance(asked(text, said), list)
