@@ -238,10 +238,28 @@ _LATIN = re.compile(r"[A-Za-z]")
 
 
 def _spaced(text: str) -> str:
-    """`text` with a mark (·) wherever a Chinese character meets a Latin letter."""
+    """`text` with a mark (·) wherever a Chinese character meets a Latin letter, and in
+    place of what a title holds: 《后天》, 《明天会更好》 are a film and a song."""
+    if "《" in text:
+        text = _TITLE.sub(lambda m: "《" + "\u00b7" * (len(m.group()) - 2) + "》", text)
     if _CJK.search(text) and _LATIN.search(text):
         return _MIXED.sub("\u00b7", text)
     return text
+
+
+_TITLE = re.compile(r"《[^《》]{1,60}》")
+
+
+def _narrowest(spans: list[Span]) -> list[Span]:
+    """`spans` less a whole year that holds another of them: "Thanksgiving at our place
+    this year" is about Thanksgiving, and a question about May meets what it says of May
+    only."""
+    def whole_year(s: Span) -> bool:
+        return not s.months and s.lo == date(s.lo.year, 1, 1) and s.hi == date(s.lo.year, 12, 31)
+
+    return [y for y in spans if not (whole_year(y) and any(
+        s is not y and not s.months and s != y and y.lo <= s.lo and s.hi <= y.hi
+        for s in spans))]
 
 
 def _inside_any(m: re.Match[str], taken: list[tuple[int, int]]) -> bool:
@@ -265,8 +283,8 @@ def _happened_on(text: str, day: date) -> tuple[Span, ...]:
     text = _spaced(text)
     try:
         feasts = festivals.named(text)
-        placed = (_relative(text, day, feasts) + named_dates(text, day, feasts=feasts)
-                  + _festivals(text, day, feasts))
+        placed = _narrowest(_relative(text, day, feasts) + named_dates(text, day, feasts=feasts)
+                            + _festivals(text, day, feasts))
         return (Span(day, day), *placed, *([] if placed else _weekdays(text, day)))
     except (OverflowError, ValueError):  # said at the calendar's edge: a text is no error
         return (Span(day, day),)
@@ -283,8 +301,8 @@ def asked(question: str, at: datetime | date) -> list[Span]:
     day, question = _day_of(at), _spaced(question)
     try:
         feasts = festivals.named(question)
-        placed = (named_dates(question, feasts=feasts) + _relative(question, day, feasts)
-                  + _festivals(question, day, feasts))
+        placed = _narrowest(named_dates(question, feasts=feasts)
+                            + _relative(question, day, feasts) + _festivals(question, day, feasts))
         # "last week on Friday", "Monday, March 3": the weekday is in a time already placed
         return placed or _weekdays(question, day, ahead=True) or _earlier_today(question, day)
     except (OverflowError, ValueError):  # asked at the calendar's edge
@@ -428,10 +446,10 @@ def _relative(text: str, day: date, feasts: list[festivals.Named]) -> list[Span]
     nths = [*_find(_NTH_EN, text), *_find(_NTH_ZH, text)]
     years = _year_parts(text)
     fixed = _fixed_in_month(text)
-    soon = _find(_SOON_ZH, text)
+    soon = [*_find(_SOON_ZH, text), *_find(_THIS_TIME, text)]
     out = [span for m in back if (span := _safely(_back, m, day))]
     out += [span for m in fixed if (span := _safely(_YEAR_MONTH_OR_NTH[m.re], m, day))]
-    out += [span for m in soon if (span := _safely(_soon, m, day))]
+    out += [span for m in soon if (span := _safely(_soon, m, day))]  # and this time last year
     out += [span for m in earlier if (span := _safely(_earlier, m, day))]
     out += [span for m in halves if (span := _safely(_half, m, day))]
     out += [span for m in parts if (span := _safely(_month_part, m, day))]
@@ -546,16 +564,18 @@ def _in_month(year: int | None, month: int, days: tuple[int, int]) -> Span | Non
     return Span(date(year, month, days[0]), date(year, month, min(days[1], last)))
 
 
+_MONTHS_THAT_ARE_WORDS = frozenset({"may", "march", "mar", "august", "jan"})
 _BEFORE_A_DAY = re.compile(r"\b(?:on|by|until|till|from|since|before|after|of)\s*$",
                            re.IGNORECASE)
 
 
 def _reads_as_a_month(name: str, m: re.Match[str]) -> bool:
-    """Whether `name` is the month, not a verb or an adjective: written as a name (not
-    "we march 5 miles", "the august members", "too late may I add"), and May before a
-    bare number only with "5th" or a word that leads to a date ("on May 5"; not "May 5 of
-    us come?")."""
-    if not ((name[:1].isupper() and name[1:].islower()) or (name.isupper() and len(name) > 3)):
+    """Whether `name` is the month, not a verb or an adjective: written as a name where it
+    is also a word (not "we march 5 miles", "the august members", "too late may I add";
+    "mid october", "aug 28" are months in any case), and May before a bare number only
+    with "5th" or a word that leads to a date ("on May 5"; not "May 5 of us come?")."""
+    named = (name[:1].isupper() and name[1:].islower()) or (name.isupper() and len(name) > 3)
+    if not named and name.lower() in _MONTHS_THAT_ARE_WORDS:
         return False
     if name.lower() != "may" or m.group(5) is None or not m.group(6):
         return True
@@ -682,7 +702,14 @@ def _nth_weekday(year: int, month: int, weekday: int, n: int) -> date | None:
 
 
 def _soon(m: re.Match[str], day: date) -> Span | None:
-    """过两天, 过几天: within the next week."""
+    """过两天, 过几天: within the next week; "this time last year", 去年这个时候: a month
+    around the same day a year back."""
+    if m.re is _THIS_TIME:
+        try:
+            back = day.replace(year=day.year - 1)
+        except ValueError:  # February 29
+            back = day.replace(year=day.year - 1, day=28)
+        return Span(back - timedelta(days=15), back + timedelta(days=15))
     return Span(day + timedelta(days=1), day + timedelta(days=7))
 
 
@@ -691,7 +718,8 @@ _COUNT = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5,
           "seven": 7, "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "a few": 3,
           "several": 3}
 _RELATIVE_EN = re.compile(
-    rf"\b(?:(yesterday|last night|yday|ystday)|(the day before yesterday)|({_TOMORROW})|"
+    rf"\b(?:(yesterday|last night|yday|ystday)|(the day before yesterday)|"
+    rf"((?:the )?day after (?:{_TOMORROW})|{_TOMORROW})|"
     rf"({_NUMBER}) (day|week|month|year)s? (ago|back|later|from now|from today)|"
     rf"(last|next|this past|this coming|this) (week|weekend|month|year|summer|winter|"
     rf"spring|autumn|fall|{_WEEKDAY}|{_MONTH}))\b(?! of\b)", re.IGNORECASE)  # the last week of June
@@ -736,6 +764,8 @@ _NTH_OF_MONTH_ZH = re.compile(
 _ORDINALS = {"first": 0, "1st": 0, "second": 1, "2nd": 1, "third": 2, "3rd": 2, "fourth": 3,
              "4th": 3, "一": 0, "二": 1, "三": 2, "四": 3, "1": 0, "2": 1, "3": 2, "4": 3}
 # 过两天, 过几天, 过一两天 (in a few days; not 度过两天, 过了两天)
+_THIS_TIME = re.compile(r"\b(?:around |about )?this time last year\b|"
+                        rf"{_QU}年的?(?:这个时候|这时候|此时|这会儿)", re.IGNORECASE)
 _SOON_ZH = re.compile(r"(?<![度经通超越难好熬错路住待呆玩不才只刚已])过(?:几|两|一两|两三)天(?!了)")
 _PARTS = {"beginning": 0, "start": 0, "early": 0, "初": 0, "上旬": 0, "middle": 1, "mid": 1,
           "中": 1, "中旬": 1, "end": 2, "late": 2, "底": 2, "末": 2, "下旬": 2, "上中旬": 3,
@@ -775,14 +805,14 @@ _QUARTERS = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, 
              "4th": 4, "last": 4, "一": 1, "二": 2, "三": 3, "四": 4}
 _WHICH_YEAR = {"this": 0, "last": -1, "next": 1, "今": 0, "去": -1, "明": 1, "前": -2}
 # A season alone: "over the winter", "in the summer" (not "the summer of 2021": a date)
-_SEASON_ALONE = re.compile(r"\b(?:in|over|during|through|throughout) the (spring|summer|"
+_SEASON_ALONE = re.compile(r"\b(?:in|over|during|through|throughout|for) the (spring|summer|"
                            r"autumn|fall|winter)\b(?![ ,]*(?:of\b|\d))", re.IGNORECASE)
 _EARLIER_EN = re.compile(r"\bearlier this (week|month|year)\b", re.IGNORECASE)
 _BEFORE_LAST_EN = re.compile(
     rf"\bthe (week|weekend|month|year|{_WEEKDAY}) (before last|after next)\b", re.IGNORECASE)
 _RELATIVE_ZH = re.compile(
     rf"({_QU}年|{_JIN}年|{_MING}年|{_QIAN}年|{_YEAR}年|这个|上个|下个)的?(春天|夏天|秋天|冬天|春季|夏季|秋季|冬季)|"
-    rf"(昨天|昨晚)|(大前天|{_QIAN}天)|({_MING}天|大后天|{_HOU}天)|({_QU}年|{_JIN}年)|({_QIAN}年)|({_MING}年)|"
+    rf"(昨天|昨晚|昨儿)|(大前天|{_QIAN}天)|({_MING}天|{_MING}儿|大后天|{_HOU}天)|({_QU}年|{_JIN}年)|({_QIAN}年)|({_MING}年)|"
     # 上周六 is last week's Saturday; 上周一起 ("together"), 上周一直 ("all along"), 上周天气,
     # 本周日程, 下周三天 are the whole week; 上上周, 下下个月: two back or ahead
     rf"((?:{_SHANG}){{1,2}}|(?:{_XIA}){{1,2}}|这|{_BEN})(?:个)?(周末|周|星期|礼拜|月)(?:([一二三四五六日天])(?![直起次些样定般共切气程子常天]))?|"
@@ -803,10 +833,10 @@ _BACK_EN = re.compile(
 _STARTS = r"(?:^|(?<=[，。,；;：:！？!?\s在我你他她们咱]))"
 _BACK_ZH = re.compile(
     rf"(?:(?:最近|(?<![将接附靠亲])近|{_STARTS}过去)的?([\d{_ZH_NUM}]{{1,6}}几?|几|半)|"
-    rf"(?:{_STARTS}前|这)(?!一)([\d{_ZH_NUM}]{{1,6}}几?|几))"
-    rf"(?:个)?(天|周|星期|礼拜|月|年)(?![前后以之])")
+    rf"(?:{_STARTS}前|这)(?!一)([\d{_ZH_NUM}]{{1,6}}几?|几|(?<=前)些(?=天|日子)))"
+    rf"(?:个)?(天|周|星期|礼拜|月|年|日子)(?![前后以之])")
 _UNITS = {"day": "day", "week": "week", "month": "month", "year": "year", "天": "day",
-          "周": "week", "星期": "week", "礼拜": "week", "月": "month", "年": "year"}
+          "日子": "day", "周": "week", "星期": "week", "礼拜": "week", "月": "month", "年": "year"}
 
 
 def _back(m: re.Match[str], day: date) -> Span:
@@ -959,6 +989,8 @@ def _rolled(count: str) -> int:
     word = count.lower()
     if word in ("few", "几"):
         return 3
+    if word == "些":  # 前些天, 前些日子: some days, vaguer than 前几天
+        return 7
     if word.endswith("几"):  # 十几: some ten-odd
         return (_zh_int(word[:-1]) or 0) + 5
     if word.startswith("couple"):
@@ -1031,8 +1063,8 @@ def _en_relative(m: re.Match[str], day: date) -> Span | None:
         return _shift(day, -1, "day")
     if before:
         return _shift(day, -2, "day")
-    if tomorrow:
-        return _shift(day, 1, "day")
+    if tomorrow:  # "the day after tomorrow": two days on
+        return _shift(day, 2 if "after" in tomorrow.lower() else 1, "day")
     if count:
         n = _COUNT.get(count.lower()) or (int(count) if count.isdigit() else 1)
         return _shift(day, -n if way.lower() in ("ago", "back") else n, unit.lower())
@@ -1101,7 +1133,8 @@ def _shift(day: date, n: int, unit: str) -> Span:
 
 
 _ZH_YEARS = {"去年": -1, "今年": 0, "明年": 1, "前年": -2, "后年": 2}
-_ZH_DAYS = {"昨天": -1, "昨晚": -1, "前天": -2, "大前天": -3, "明天": 1, "后天": 2, "大后天": 3}
+_ZH_DAYS = {"昨天": -1, "昨晚": -1, "昨儿": -1, "前天": -2, "大前天": -3, "明天": 1, "明儿": 1,
+            "后天": 2, "大后天": 3}
 
 
 def _zh_relative(m: re.Match[str], day: date) -> Span | None:
@@ -1160,7 +1193,7 @@ _GATES: dict[re.Pattern[str], re.Pattern[str]] = {
     _BACK_ZH: re.compile("近|过去|前|这"), _MONTH_PART_ZH: re.compile("月"),
     _NTH_ZH: re.compile("号"), _YEAR_PART_ZH: re.compile("年"), _QUARTER_ZH: re.compile("季度"),
     _YEAR_MONTH_ZH: re.compile("年"), _NTH_OF_MONTH_ZH: re.compile("第|最后"),
-    _SOON_ZH: re.compile("过"),
+    _SOON_ZH: re.compile("过"), _THIS_TIME: re.compile("this time|去年", re.IGNORECASE),
     _NTH_OF_MONTH_EN: re.compile(r"(?:of|in) (?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)",
                                  re.IGNORECASE),
     _HALF_EN: re.compile(r"half|fortnight", re.IGNORECASE),

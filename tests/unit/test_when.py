@@ -666,3 +666,29 @@ def test_a_time_at_the_calendars_edge_is_no_error(said: date) -> None:
     for text in ("过几天再说", "十一期间", "周末我去了", "明年春节", "Q4 next year"):
         assert happened(text, said)[0] == Span(said, said)
         assert isinstance(asked(text, said), list)
+
+
+@pytest.mark.parametrize(("text", "days"), [
+    ("the movers come the day after tomorrow", [("2024-05-11", "2024-05-11")]),
+    ("we'll be in rome mid october", [("2024-10-11", "2024-10-20")]),
+    ("her recital is on sept 14", [("2024-09-14", "2024-09-14")]),
+    ("around this time last year I was job hunting", [("2023-04-24", "2023-05-24")]),
+    ("去年的这个时候我还在读研", [("2023-04-24", "2023-05-24")]),
+    ("昨儿我去了趟医院", [("2024-05-08", "2024-05-08")]),
+    ("明儿我要早起", [("2024-05-10", "2024-05-10")]),
+    ("前些日子我换了份工作", [("2024-05-03", "2024-05-09")]),  # seven days, today the last
+    ("I'm staying with my aunt for the summer", [("2024-06-01", "2024-08-31")]),
+    # a whole year that holds what else is said is no more than that
+    ("Halloween at my brother's this year, he's going all out", [("2024-10-31", "2024-10-31")]),
+    ("今年三月我去了日本", [("2024-03-01", "2024-03-31")]),
+])
+def test_forms_a_second_blind_set_showed_unread(text: str, days: list[tuple[str, str]]) -> None:
+    assert _days(happened(text, date(2024, 5, 9))[1:]) == days
+
+
+@pytest.mark.parametrize("text", [
+    "《后天》这部电影我看了三遍", "我最喜欢的歌是《明天会更好》", "这些年我学会了很多",
+    "the march of the penguins is a good film",
+])
+def test_a_title_or_a_word_is_no_time(text: str) -> None:
+    assert _days(happened(text, date(2024, 5, 9))[1:]) == []
