@@ -442,10 +442,13 @@ def _relative(text: str, day: date, feasts: list[festivals.Named]) -> list[Span]
     back = [*_find(_BACK_EN, text), *_find(_BACK_ZH, text)]
     earlier = _find(_EARLIER_EN, text)
     halves = _find(_HALF_EN, text)
-    parts = [*_find(_MONTH_PART_EN, text), *_find(_MONTH_PART_ZH, text)]
-    nths = [*_find(_NTH_EN, text), *_find(_NTH_ZH, text)]
-    years = _year_parts(text)
     fixed = _fixed_in_month(text)
+    ranged = [m.span() for m in fixed if m.re in (_RANGE_EN, _RANGE_ZH)]  # not its ends too
+    parts = [m for m in (*_find(_MONTH_PART_EN, text), *_find(_MONTH_PART_ZH, text))
+             if not _inside_any(m, ranged)]
+    nths = [m for m in (*_find(_NTH_EN, text), *_find(_NTH_ZH, text))
+            if not _inside_any(m, ranged)]
+    years = _year_parts(text)
     soon = [*_find(_SOON_ZH, text), *_find(_THIS_TIME, text)]
     out = [span for m in back if (span := _safely(_back, m, day))]
     out += [span for m in fixed if (span := _safely(_YEAR_MONTH_OR_NTH[m.re], m, day))]
@@ -474,8 +477,8 @@ def _relative(text: str, day: date, feasts: list[festivals.Named]) -> list[Span]
 def _fixed_in_month(text: str) -> tuple[re.Match[str], ...]:
     """A month of a year counted from the day said (去年三月) and an nth weekday of a month
     ("the first weekend of May"): both need that day, so `_relative` reads them."""
-    return (*_find(_YEAR_MONTH_ZH, text), *_find(_NTH_OF_MONTH_EN, text),
-            *_find(_NTH_OF_MONTH_ZH, text))
+    return (*_find(_RANGE_EN, text), *_find(_RANGE_ZH, text), *_find(_YEAR_MONTH_ZH, text),
+            *_find(_NTH_OF_MONTH_EN, text), *_find(_NTH_OF_MONTH_ZH, text))
 
 
 def _safely(read: Callable[[re.Match[str], date], Span | None], m: re.Match[str],
@@ -701,6 +704,35 @@ def _nth_weekday(year: int, month: int, weekday: int, n: int) -> date | None:
     return matching[n] if -len(matching) <= n < len(matching) else None
 
 
+def _day_range(m: re.Match[str], day: date) -> Span | None:
+    """Days `a` to `b` of one month: the month named (of its year written, else as a month
+    named alone: `_year_of`), counted (next month, 下个月), else the one `_month_of` gives."""
+    if m.re is _RANGE_EN:
+        a1, b1, which, month1, year1, month2, a2, b2, year2 = m.groups()
+        a, b, name, written = a1 or a2, b1 or b2, month1 or month2, year1 or year2
+        if name and not _reads_as_a_month(name, m):
+            return None
+        month = _MONTHS[name.lower()] if name else None
+        step = {"last": -1, "this": 0, "next": 1}.get((which or "").lower())
+    else:
+        written, which, month_text, a, b = m.groups()
+        if not (month_text or which) and m.group(0).endswith("日"):  # 三到五日内: days
+            return None
+        month = _zh_int(month_text) if month_text else None
+        step = None if which is None else (-1 if "上" in which else (1 if "下" in which else 0))
+    first, last = _zh_int(a), _zh_int(b)
+    if first is None or last is None or not 1 <= first < last <= 31:
+        return None
+    if month is not None:
+        y = int(written) if written else (_year_of(m.string, day)(month, m.start()) or day.year)
+    else:
+        counted = _shift(day, step if step is not None else _month_of(m, day, (first, last)),
+                         "month").lo
+        y, month = counted.year, counted.month
+    lo, hi = _day(y, month, first), _day(y, month, last)
+    return None if lo is None or hi is None else Span(lo.lo, hi.hi)
+
+
 def _soon(m: re.Match[str], day: date) -> Span | None:
     """过两天, 过几天: within the next week; "this time last year", 去年这个时候: a month
     around the same day a year back."""
@@ -764,6 +796,18 @@ _NTH_OF_MONTH_ZH = re.compile(
 _ORDINALS = {"first": 0, "1st": 0, "second": 1, "2nd": 1, "third": 2, "3rd": 2, "fourth": 3,
              "4th": 3, "一": 0, "二": 1, "三": 2, "四": 3, "1": 0, "2": 1, "3": 2, "4": 3}
 # 过两天, 过几天, 过一两天 (in a few days; not 度过两天, 过了两天)
+# Days of one month from one to another: "from the 3rd to the 7th (of next month)", "March
+# 3-7", "from June 10th to 14th, 2024", 下个月3号到7号, 12月20号到25号, 5月1日至5日
+_TO = r"\s*(?:-|–|—|to|through|thru|until|till)\s*"
+_RANGE_EN = re.compile(
+    rf"\bfrom the (\d{{1,2}})(?:st|nd|rd|th){_TO}the (\d{{1,2}})(?:st|nd|rd|th)"
+    rf"(?: of (?:(this|next|last) month|({_MONTH})(?:,? ({_YEAR}))?))?\b|"
+    rf"\b({_MONTH})\.? (\d{{1,2}})(?:st|nd|rd|th)?{_TO}(\d{{1,2}})(?:st|nd|rd|th)?\b"
+    rf"(?![:.]\d)(?:,? ({_YEAR})\b)?", re.IGNORECASE)
+_RANGE_ZH = re.compile(
+    rf"(?:({_YEAR})年)?(?:({_SHANG}|{_XIA}|这|{_BEN})个?月|([\d{_ZH_NUM}]{{1,3}})月)?"
+    rf"(?<![\d{_ZH_NUM}])([\d{_ZH_NUM}]{{1,3}})[号日]?(?:到|至|-|~|—)([\d{_ZH_NUM}]{{1,3}})[号日]"
+    r"(?![线楼门床位房馆机车厅桌柜窗口码球字电院鞋选种病公路街巷队台站包箱店厂仓地桥段色键])")
 _THIS_TIME = re.compile(r"\b(?:around |about )?this time last year\b|"
                         rf"{_QU}年的?(?:这个时候|这时候|此时|这会儿)", re.IGNORECASE)
 _SOON_ZH = re.compile(r"(?<![度经通超越难好熬错路住待呆玩不才只刚已])过(?:几|两|一两|两三)天(?!了)")
@@ -1182,7 +1226,7 @@ def _counted(day: date, n: float, unit: str) -> Span | None:
 
 _YEAR_MONTH_OR_NTH: dict[re.Pattern[str], Callable[[re.Match[str], date], Span | None]] = {
     _YEAR_MONTH_ZH: _zh_year_month, _NTH_OF_MONTH_EN: _nth_of_month,
-    _NTH_OF_MONTH_ZH: _nth_of_month}
+    _NTH_OF_MONTH_ZH: _nth_of_month, _RANGE_EN: _day_range, _RANGE_ZH: _day_range}
 
 
 # Each pattern below is run only on a text that holds what it cannot match without: most
@@ -1193,7 +1237,8 @@ _GATES: dict[re.Pattern[str], re.Pattern[str]] = {
     _BACK_ZH: re.compile("近|过去|前|这"), _MONTH_PART_ZH: re.compile("月"),
     _NTH_ZH: re.compile("号"), _YEAR_PART_ZH: re.compile("年"), _QUARTER_ZH: re.compile("季度"),
     _YEAR_MONTH_ZH: re.compile("年"), _NTH_OF_MONTH_ZH: re.compile("第|最后"),
-    _SOON_ZH: re.compile("过"), _THIS_TIME: re.compile("this time|去年", re.IGNORECASE),
+    _SOON_ZH: re.compile("过"), _RANGE_EN: re.compile(r"\d"), _RANGE_ZH: re.compile("[号日]"),
+    _THIS_TIME: re.compile("this time|去年", re.IGNORECASE),
     _NTH_OF_MONTH_EN: re.compile(r"(?:of|in) (?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)",
                                  re.IGNORECASE),
     _HALF_EN: re.compile(r"half|fortnight", re.IGNORECASE),

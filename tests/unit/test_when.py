@@ -692,3 +692,26 @@ def test_forms_a_second_blind_set_showed_unread(text: str, days: list[tuple[str,
 ])
 def test_a_title_or_a_word_is_no_time(text: str) -> None:
     assert _days(happened(text, date(2024, 5, 9))[1:]) == []
+
+
+@pytest.mark.parametrize(("text", "said", "days"), [
+    ("we're away from the 12th to the 16th of next month", date(2024, 5, 9),
+     [("2024-06-12", "2024-06-16")]),
+    ("I was in Lisbon March 3-7", date(2024, 5, 9), [("2024-03-03", "2024-03-07")]),
+    ("from June 10th to 14th, 2023 we were in Oslo", date(2024, 5, 9),
+     [("2023-06-10", "2023-06-14")]),
+    ("下个月12号到16号我在杭州出差", date(2024, 5, 9), [("2024-06-12", "2024-06-16")]),
+    ("2023年5月1日至5日我们去了云南", date(2024, 5, 9), [("2023-05-01", "2023-05-05")]),
+    ("我20号到25号要去出差", date(2024, 5, 9), [("2024-05-20", "2024-05-25")]),
+])
+def test_a_range_of_days_is_read_whole(text: str, said: date,
+                                       days: list[tuple[str, str]]) -> None:
+    assert _days(happened(text, said)[1:]) == days
+
+
+@pytest.mark.parametrize("text", [
+    "三到五日内完成", "坐1-2号线去公司", "we march 3-7 miles a day", "the score was 3-7",
+    "from the 28th to the 2nd",
+])
+def test_what_is_no_range_of_days(text: str) -> None:
+    assert _days(happened(text, date(2024, 5, 9))[1:]) == []
