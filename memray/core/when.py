@@ -383,20 +383,14 @@ def _weekdays(text: str, day: date, *, ahead: bool = False) -> list[Span]:
     return out
 
 
-# Every time expression of a clause asks these of it again (a list of 500 dates: 500 times)
+# Every time expression of a clause asks this of it again (a list of 500 dates: 500 times)
 @functools.lru_cache(maxsize=1024)
+def _holds(pattern: re.Pattern[str], text: str) -> bool:
+    return pattern.search(text) is not None
+
+
 def _tells_plan(text: str) -> bool:
-    return _PLAN.search(text) is not None
-
-
-@functools.lru_cache(maxsize=1024)
-def _since(text: str) -> bool:
-    return _SINCE.search(text) is not None
-
-
-@functools.lru_cache(maxsize=1024)
-def _due(text: str) -> bool:
-    return _DUE.search(text) is not None
+    return _holds(_PLAN, text)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -414,8 +408,12 @@ def _weekdays_alone(text: str) -> list[int]:
     "sat" and "wed" are words too), not as a habit ("on Mondays", 每周一)."""
     out = [_WEEKDAYS[m.group(1).lower()] for m in _WEEKDAY_EN.finditer(text)
            if _NOT_A_DAY_BEFORE.search(text, max(0, m.start() - 8), m.start()) is None]
-    return out + [min("一二三四五六日天".index(m.group(1)), 6)  # 日 and 天: Sunday
-                  for m in _find(_WEEKDAY_ZH, text)]
+    return out + [_zh_weekday(m.group(1)) for m in _find(_WEEKDAY_ZH, text)]
+
+
+def _zh_weekday(name: str) -> int:
+    """Monday 0 to Sunday 6 from 一 ... 六, 日 or 天 (both Sunday)."""
+    return min("一二三四五六日天".index(name), 6)
 
 
 def _day_of(at: datetime | date) -> date:
@@ -449,10 +447,12 @@ def _relative(text: str, day: date, feasts: list[festivals.Named]) -> list[Span]
     nths = [m for m in (*_find(_NTH_EN, text), *_find(_NTH_ZH, text))
             if not _inside_any(m, ranged)]
     years = _year_parts(text)
-    soon = [*_find(_SOON_ZH, text), *_find(_THIS_TIME, text)]
+    soon = _find(_SOON_ZH, text)
+    this_time = _find(_THIS_TIME, text)
     out = [span for m in back if (span := _safely(_back, m, day))]
     out += [span for m in fixed if (span := _safely(_YEAR_MONTH_OR_NTH[m.re], m, day))]
-    out += [span for m in soon if (span := _safely(_soon, m, day))]  # and this time last year
+    out += [span for m in soon if (span := _safely(_soon, m, day))]
+    out += [span for m in this_time if (span := _safely(_this_time_last_year, m, day))]
     out += [span for m in earlier if (span := _safely(_earlier, m, day))]
     out += [span for m in halves if (span := _safely(_half, m, day))]
     out += [span for m in parts if (span := _safely(_month_part, m, day))]
@@ -464,7 +464,7 @@ def _relative(text: str, day: date, feasts: list[festivals.Named]) -> list[Span]
     out += [span for m in seasons if (span := _safely(_season_alone, m, day))]
     # 去年春节 is last year's spring festival, not last year
     taken = ([m.span() for m in (*back, *earlier, *halves, *parts, *nths, *years, *seasons,
-                                 *fixed, *soon)]
+                                 *fixed, *soon, *this_time)]
              + [f.span for f in feasts])
     for pattern, read in ((_RELATIVE_EN, _en_relative), (_RELATIVE_ZH, _zh_relative),
                           (_BEFORE_LAST_EN, _before_last)):
@@ -530,9 +530,9 @@ def _year_of(text: str, said: date | None) -> YearOf:
     def year_of(month: int, at: int) -> int:
         clause = _clause_at(text, at)
         aimed = _FOR.search(text, max(0, at - 8), at)  # "my goals for the second half"
-        if month > said.month and not aimed and (_tells_past(clause) or _since(clause)):
+        if month > said.month and not aimed and (_tells_past(clause) or _holds(_SINCE, clause)):
             return said.year - 1
-        if month < said.month and (_tells_plan(clause) or _due(clause)):
+        if month < said.month and (_tells_plan(clause) or _holds(_DUE, clause)):
             return said.year + 1
         return said.year
     return year_of
@@ -688,7 +688,7 @@ def _nth_of_month(m: re.Match[str], day: date) -> Span | None:
     n = -1 if nth.lower() in ("last", "最后一") else _ORDINALS[nth.lower()]
     weekend = what.lower() in ("weekend", "周末")
     weekday = 5 if weekend else (_WEEKDAYS[what.lower()] if en else
-                                 min("一二三四五六日天".index(what[-1]), 6))
+                                 _zh_weekday(what[-1]))
     found = _nth_weekday(year or day.year, month, weekday, n)
     if found is None:
         return None
@@ -697,11 +697,14 @@ def _nth_of_month(m: re.Match[str], day: date) -> Span | None:
 
 def _nth_weekday(year: int, month: int, weekday: int, n: int) -> date | None:
     """The `n`th (-1: last) `weekday` of a month; None where it has no such."""
-    first = date(year, month, 1)
-    days = [first + timedelta(days=i) for i in range(31)
-            if (first + timedelta(days=i)).month == month]
-    matching = [d for d in days if d.weekday() == weekday]
+    first = date(year, month, 1) + timedelta(days=(weekday - date(year, month, 1).weekday()) % 7)
+    matching = [d for d in (first + timedelta(weeks=i) for i in range(5)) if d.month == month]
     return matching[n] if -len(matching) <= n < len(matching) else None
+
+
+def _step(which: str) -> int:
+    """How many months or quarters last / next (上, 下) count from this one (this, 这, 本)."""
+    return {"last": -1, "next": 1, "上": -1, "下": 1}.get(which.lower(), 0)
 
 
 def _day_range(m: re.Match[str], day: date) -> Span | None:
@@ -713,13 +716,13 @@ def _day_range(m: re.Match[str], day: date) -> Span | None:
         if name and not _reads_as_a_month(name, m):
             return None
         month = _MONTHS[name.lower()] if name else None
-        step = {"last": -1, "this": 0, "next": 1}.get((which or "").lower())
+        step = None if which is None else _step(which)
     else:
         written, which, month_text, a, b = m.groups()
         if not (month_text or which) and m.group(0).endswith("日"):  # 三到五日内: days
             return None
         month = _zh_int(month_text) if month_text else None
-        step = None if which is None else (-1 if "上" in which else (1 if "下" in which else 0))
+        step = None if which is None else _step(which)
     first, last = _zh_int(a), _zh_int(b)
     if first is None or last is None or not 1 <= first < last <= 31:
         return None
@@ -733,16 +736,18 @@ def _day_range(m: re.Match[str], day: date) -> Span | None:
     return None if lo is None or hi is None else Span(lo.lo, hi.hi)
 
 
-def _soon(m: re.Match[str], day: date) -> Span | None:
-    """过两天, 过几天: within the next week; "this time last year", 去年这个时候: a month
-    around the same day a year back."""
-    if m.re is _THIS_TIME:
-        try:
-            back = day.replace(year=day.year - 1)
-        except ValueError:  # February 29
-            back = day.replace(year=day.year - 1, day=28)
-        return Span(back - timedelta(days=15), back + timedelta(days=15))
+def _soon(m: re.Match[str], day: date) -> Span:
+    """过两天, 过几天: within the next week."""
     return Span(day + timedelta(days=1), day + timedelta(days=7))
+
+
+def _this_time_last_year(m: re.Match[str], day: date) -> Span:
+    """"this time last year", 去年这个时候: a month around the same day a year back."""
+    try:
+        back = day.replace(year=day.year - 1)
+    except ValueError:  # February 29
+        back = day.replace(year=day.year - 1, day=28)
+    return Span(back - timedelta(days=15), back + timedelta(days=15))
 
 
 _TOMORROW = r"tomorrow|tmrw|tmr|2moro|2morrow|tomoz"  # and their chat spellings
@@ -778,10 +783,11 @@ _NTH_EN = re.compile(rf"\b(?:on|by|until|till|since|from|before|after) the (\d{{
                      rf"(?:st|nd|rd|th)\b(?! of\b)(?![ ,]+(?:{_MONTH})\b)"
                      # "on the 3rd floor", "by the 4th round": an ordinal before a noun
                      rf"(?! (?!{_AFTER_A_DAY}\b)[a-z])", re.IGNORECASE)
+# What N号 numbers before it: 3号线, 5号电池, 38号鞋, 3号选手, 9号公路 are no day
+_HAO_NOUN = "线楼门床位房馆机车厅桌柜窗口码球字电院鞋选种病公路街巷队台站包箱店厂仓地桥段色键"
 _NTH_ZH = re.compile(r"(?<![\d〇零一二两三四五六七八九十月第])"
                      r"(\d{1,2}|[一二三四五六七八九十]{1,3})号"
-                     r"(?![线楼门床位房馆机车厅桌柜窗口码球字电院鞋选种病公路街巷队台站包箱店厂"
-                     r"仓地桥段色键])")
+                     rf"(?![{_HAO_NOUN}])")
 # 去年三月, 明年3月5号, 今年六月底 (not 过去年三月)
 _YEAR_MONTH_ZH = re.compile(
     rf"({_QU}年|{_JIN}年|{_MING}年|{_QIAN}年|{_HOU}年)的?([\d{_ZH_NUM}]{{1,3}})月份?"
@@ -795,7 +801,6 @@ _NTH_OF_MONTH_ZH = re.compile(
     r"(周末|(?:周|星期|礼拜)[一二三四五六日天])")
 _ORDINALS = {"first": 0, "1st": 0, "second": 1, "2nd": 1, "third": 2, "3rd": 2, "fourth": 3,
              "4th": 3, "一": 0, "二": 1, "三": 2, "四": 3, "1": 0, "2": 1, "3": 2, "4": 3}
-# 过两天, 过几天, 过一两天 (in a few days; not 度过两天, 过了两天)
 # Days of one month from one to another: "from the 3rd to the 7th (of next month)", "March
 # 3-7", "from June 10th to 14th, 2024", 下个月3号到7号, 12月20号到25号, 5月1日至5日
 _TO = r"\s*(?:-|–|—|to|through|thru|until|till)\s*"
@@ -807,9 +812,10 @@ _RANGE_EN = re.compile(
 _RANGE_ZH = re.compile(
     rf"(?:({_YEAR})年)?(?:({_SHANG}|{_XIA}|这|{_BEN})个?月|([\d{_ZH_NUM}]{{1,3}})月)?"
     rf"(?<![\d{_ZH_NUM}])([\d{_ZH_NUM}]{{1,3}})[号日]?(?:到|至|-|~|—)([\d{_ZH_NUM}]{{1,3}})[号日]"
-    r"(?![线楼门床位房馆机车厅桌柜窗口码球字电院鞋选种病公路街巷队台站包箱店厂仓地桥段色键])")
+    rf"(?![{_HAO_NOUN}])")
 _THIS_TIME = re.compile(r"\b(?:around |about )?this time last year\b|"
                         rf"{_QU}年的?(?:这个时候|这时候|此时|这会儿)", re.IGNORECASE)
+# 过两天, 过几天, 过一两天 (in a few days; not 度过两天, 过了两天)
 _SOON_ZH = re.compile(r"(?<![度经通超越难好熬错路住待呆玩不才只刚已])过(?:几|两|一两|两三)天(?!了)")
 _PARTS = {"beginning": 0, "start": 0, "early": 0, "初": 0, "上旬": 0, "middle": 1, "mid": 1,
           "中": 1, "中旬": 1, "end": 2, "late": 2, "底": 2, "末": 2, "下旬": 2, "上中旬": 3,
@@ -845,8 +851,7 @@ _QUARTER_EN = re.compile(
 _QUARTER_ZH = re.compile(
     rf"({_SHANG}|{_XIA}|这|{_BEN})个?季度|"
     rf"(?:({_YEAR})年|({_QU}|{_JIN}|{_MING})年)?的?第?([一二三四1-4])季度(?!假)")
-_QUARTERS = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, "fourth": 4,
-             "4th": 4, "last": 4, "一": 1, "二": 2, "三": 3, "四": 4}
+_QUARTERS = {name: n + 1 for name, n in _ORDINALS.items()} | {"last": 4}
 _WHICH_YEAR = {"this": 0, "last": -1, "next": 1, "今": 0, "去": -1, "明": 1, "前": -2}
 # A season alone: "over the winter", "in the summer" (not "the summer of 2021": a date)
 _SEASON_ALONE = re.compile(r"\b(?:in|over|during|through|throughout|for) the (spring|summer|"
@@ -947,7 +952,7 @@ def _year_part(m: re.Match[str], day: date | None, *, year: YearOf) -> Span | No
     if m.re in (_QUARTER_EN, _QUARTER_ZH) and m.group(1):
         if day is None:
             return None
-        step = {"last": -1, "next": 1, "上": -1, "下": 1}.get(m.group(1).lower(), 0)
+        step = _step(m.group(1))
         y, q = divmod(day.year * 4 + (day.month - 1) // 3 + step, 4)
         return Span(date(y, 3 * q + 1, 1), _month_span(y, 3 * q + 3).hi)
     first, last, which, written = _part_of(m)
@@ -985,10 +990,8 @@ def _month_part(m: re.Match[str], day: date) -> Span | None:
         part, which, early, which_early = m.groups()
         part, which = part or early, which or which_early
     third = _THIRDS[_PARTS[part.lower()]]
-    if which is None or which.lower() == "the":
-        step = _month_of(m, day, third)
-    else:
-        step = {"last": -1, "next": 1, "上": -1, "下": 1}.get(which.lower(), 0)
+    counted = which is not None and which.lower() != "the"
+    step = _step(which) if counted else _month_of(m, day, third)
     month = _shift(day, step, "month").lo
     return _in_month(month.year, month.month, third)
 
@@ -1203,7 +1206,7 @@ def _zh_relative(m: re.Match[str], day: date) -> Span | None:
             return _shift(day, step, "month")
         week = _shift(day, step, "week")
         if weekday:  # 上周六: that day of last week (日 and 天 are Sunday)
-            d = week.lo + timedelta(days=min("一二三四五六日天".index(weekday), 6))
+            d = week.lo + timedelta(days=_zh_weekday(weekday))
             return Span(d, d)
         return week
     if unit == "月" and not (counter or count == "半"):  # 三月前: before March
