@@ -123,6 +123,7 @@ def _black_friday(year: int) -> tuple[date, date]:
     return friday, friday
 
 
+_SPRING_FESTIVAL = _lunisolar(_SPRING, 1, 6)  # 除夕 to 初六, by every name it goes by
 # Names (lower case) and the days they hold in a given year.
 _DAYS: dict[str, Days] = {
     "christmas eve": _fixed(12, 24), "christmas day": _fixed(12, 25),
@@ -131,8 +132,8 @@ _DAYS: dict[str, Days] = {
     "new year": _fixed(1, 1, from_previous=1), "valentine's day": _fixed(2, 14),
     "halloween": _fixed(10, 31), "thanksgiving": _thanksgiving, "hogmanay": _fixed(12, 31),
     "fourth of july": _fixed(7, 4), "black friday": _black_friday,
-    "chinese new year": _lunisolar(_SPRING, 1, 6), "lunar new year": _lunisolar(_SPRING, 1, 6),
-    "spring festival": _lunisolar(_SPRING, 1, 6),
+    "chinese new year": _SPRING_FESTIVAL, "lunar new year": _SPRING_FESTIVAL,
+    "spring festival": _SPRING_FESTIVAL,
     "mid-autumn festival": _lunisolar(_MID_AUTUMN),
     "dragon boat festival": _lunisolar(_DRAGON_BOAT),
     "memorial day": _monday_weekend(5, -1), "labor day": _monday_weekend(9, 1),
@@ -144,7 +145,7 @@ _DAYS: dict[str, Days] = {
     "元旦": _fixed(1, 1), "跨年": _fixed(1, 1, from_previous=1), "情人节": _fixed(2, 14),
     "万圣节": _fixed(10, 31), "儿童节": _fixed(6, 1), "五一": _fixed(5, 1, 4),
     "劳动节": _fixed(5, 1, 4), "国庆": _fixed(10, 1, 6), "国庆节": _fixed(10, 1, 6),
-    "春节": _lunisolar(_SPRING, 1, 6), "过年": _lunisolar(_SPRING, 1, 6),
+    "春节": _SPRING_FESTIVAL, "过年": _SPRING_FESTIVAL,
     "年前": _lunisolar(_SPRING, 21, -1),  # the weeks before it (年前回家, 年前把活干完)
     "除夕": _lunisolar(_SPRING, 1, -1), "大年三十": _lunisolar(_SPRING, 1, -1),
     "大年初一": _lunisolar(_SPRING), "元宵节": _lunisolar(_SPRING, -14, 14),
