@@ -782,7 +782,11 @@ _AFTER_A_DAY = (r"(?:and|or|but|at|in|on|to|for|so|because|when|while|if|then|i|
 _NTH_EN = re.compile(rf"\b(?:on|by|until|till|since|from|before|after) the (\d{{1,2}})"
                      rf"(?:st|nd|rd|th)\b(?! of\b)(?![ ,]+(?:{_MONTH})\b)"
                      # "on the 3rd floor", "by the 4th round": an ordinal before a noun
-                     rf"(?! (?!{_AFTER_A_DAY}\b)[a-z])", re.IGNORECASE)
+                     rf"(?! (?!{_AFTER_A_DAY}\b)[a-z])|"
+                     # "my flight is the 14th", "it was the 3rd": at the end of a clause
+                     # (not "I was the 2nd in line", "the 3rd to arrive")
+                     rf"(?:\b(?:is|was|are|were)|['\u2019]s) the (\d{{1,2}})(?:st|nd|rd|th)\b"
+                     rf"(?=\s*(?:$|[.,!?;:)]|(?:at|and|but|so|because)\b))", re.IGNORECASE)
 # What N号 numbers before it: 3号线, 5号电池, 38号鞋, 3号选手, 9号公路 are no day
 _HAO_NOUN = "线楼门床位房馆机车厅桌柜窗口码球字电院鞋选种病公路街巷队台站包箱店厂仓地桥段色键"
 _NTH_ZH = re.compile(r"(?<![\d〇零一二两三四五六七八九十月第])"
@@ -1010,7 +1014,7 @@ def _month_of(m: re.Match[str], day: date, days: tuple[int, int]) -> int:
 
 def _nth(m: re.Match[str], day: date) -> Span | None:
     """A day of the month alone ("on the 25th", 3号): of the month `_month_of` gives."""
-    n = _zh_int(m.group(1))
+    n = _zh_int(m.group(1) or m.group(2))
     if n is None or not 1 <= n <= 31:
         return None
     month = _shift(day, _month_of(m, day, (n, n)), "month").lo
@@ -1068,7 +1072,16 @@ _PLAN = re.compile(r"\b(?:will|won['\u2019]t|shall|would|going to|gonna|plan|pla
                    r"(?:['\u2019]m|\bam|\bare|\bis) \w+ing\b|"
                    r"\b(?:am|are|is) (?:i|we|you|he|she|they) \w+ing\b|"  # "what am I doing"
                    r"(?<![重需主想只不必])要(?![求是紧点])|将要|别忘|打算|准备|计划|记得|明天|"
-                   r"下周|下个月|下礼拜", re.IGNORECASE)
+                   r"下周|下个月|下礼拜|"
+                   # a time said as a thing's date is its schedule: "the meeting is on
+                   # Friday", "my flight's the 14th", "the exam is in March", 周五有个会
+                   # ("it's Friday", "today is the 14th": the day it is said)
+                   rf"(?:(?<!\bit )(?<!today )(?<!that )\b(?:is|are)|"
+                   rf"(?<!\bit)(?<!today)(?<!that)['\u2019]s) (?:on |in )?"
+                   rf"(?:the \d{{1,2}}(?:st|nd|rd|th)\b|"
+                   rf"(?:{_MONTH}|(?:mon|tues|wednes|thurs|fri|satur|sun)day)\b)|"
+                   r"(?:(?:周|星期|礼拜)[一二三四五六日天]|[\d一二三四五六七八九十]号)"
+                   r"(?:上午|下午|中午|晚上|早上)?有一?个", re.IGNORECASE)
 _CLAUSE = re.compile(r"[;,.!?\n，。；！？]")
 # An arrangement told in the past is about the time arranged, still to come
 _ARRANGED = re.compile(r"\b(?:book(?:ed)?|regist(?:er|ered)|sign(?:ed)? up|schedul(?:e|ed)|"

@@ -661,6 +661,33 @@ def test_what_a_review_found_read_as_a_time_is_none(text: str) -> None:
     assert _days(happened(text, date(2024, 11, 1))[1:]) == []
 
 
+@pytest.mark.parametrize(("text", "days"), [  # said on Thursday 9 May 2024
+    # a time said as a thing's date is its schedule, still to come
+    ("My dentist appointment is on Friday", [("2024-05-10", "2024-05-10")]),
+    ("the meeting's Tuesday at 3", [("2024-05-14", "2024-05-14")]),
+    ("my flight is the 14th", [("2024-05-14", "2024-05-14")]),
+    ("my flight's the 3rd, so I need to pack", [("2024-06-03", "2024-06-03")]),
+    ("The exam is in March", [("2025-03-01", "2025-03-31")]),
+    ("周五有个会", [("2024-05-10", "2024-05-10")]),
+    ("3号有个面试", [("2024-06-03", "2024-06-03")]),
+    # a day of the month after "was" at the end of a clause is a day gone by
+    ("it was the 14th, a Sunday", [("2024-04-14", "2024-04-14")]),
+    # and what tells of the past still does
+    ("the meeting was on Friday", [("2024-05-03", "2024-05-03")]),
+    ("I was born in March", [("2024-03-01", "2024-03-31")]),
+])
+def test_a_schedule_said_in_the_present(text: str, days: list[tuple[str, str]]) -> None:
+    assert _days(happened(text, date(2024, 5, 9))[1:]) == days
+
+
+@pytest.mark.parametrize("text", [
+    "It's Friday, finally", "today is Monday", "I was the 2nd in line",
+    "he was the 3rd to arrive", "she is on vacation", "that's in the fridge",
+])
+def test_a_present_tense_that_schedules_nothing(text: str) -> None:
+    assert _days(happened(text, date(2024, 5, 9))[1:]) == []
+
+
 @pytest.mark.parametrize("said", [date(9999, 12, 31), date(1, 1, 1)])
 def test_a_time_at_the_calendars_edge_is_no_error(said: date) -> None:
     for text in ("过几天再说", "十一期间", "周末我去了", "明年春节", "Q4 next year"):
