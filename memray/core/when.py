@@ -242,12 +242,16 @@ def _spaced(text: str) -> str:
     place of what a title holds: 《后天》, 《明天会更好》 are a film and a song."""
     if "《" in text:
         text = _TITLE.sub(lambda m: "《" + "\u00b7" * (len(m.group()) - 2) + "》", text)
+    if "〇" in text or "零" in text:  # 二〇二一年 is 2021年, one character each
+        text = _ZH_YEAR_DIGITS.sub(lambda m: m.group().translate(_TO_DIGIT), text)
     if _CJK.search(text) and _LATIN.search(text):
         return _MIXED.sub("\u00b7", text)
     return text
 
 
 _TITLE = re.compile(r"《[^《》]{1,60}》")
+_ZH_YEAR_DIGITS = re.compile(r"[一二][〇零一二三四五六七八九]{3}(?=年)")
+_TO_DIGIT = str.maketrans("〇零一二三四五六七八九", "00123456789")
 
 
 def _narrowest(spans: list[Span]) -> list[Span]:
@@ -477,7 +481,10 @@ def _relative(text: str, day: date, feasts: list[festivals.Named]) -> list[Span]
 def _fixed_in_month(text: str) -> tuple[re.Match[str], ...]:
     """A month of a year counted from the day said (去年三月) and an nth weekday of a month
     ("the first weekend of May"): both need that day, so `_relative` reads them."""
-    return (*_find(_RANGE_EN, text), *_find(_RANGE_ZH, text), *_find(_YEAR_MONTH_ZH, text),
+    ranges = (*_find(_RANGE_EN, text), *_find(_RANGE_ZH, text))
+    days = [m for m in (*_find(_COUNTED_DAY_EN, text), *_find(_COUNTED_DAY_ZH, text))
+            if not _inside_any(m, [r.span() for r in ranges])]  # not a range's first day
+    return (*ranges, *days, *_find(_YEAR_MONTH_ZH, text),
             *_find(_NTH_OF_MONTH_EN, text), *_find(_NTH_OF_MONTH_ZH, text))
 
 
@@ -711,19 +718,23 @@ def _day_range(m: re.Match[str], day: date) -> Span | None:
     """Days `a` to `b` of one month: the month named (of its year written, else as a month
     named alone: `_year_of`), counted (next month, 下个月), else the one `_month_of` gives."""
     if m.re is _RANGE_EN:
-        a1, b1, which, month1, year1, month2, a2, b2, year2 = m.groups()
+        a1, b1, which, month1, year1, month2, a2, to_name, b2, year2 = m.groups()
         a, b, name, written = a1 or a2, b1 or b2, month1 or month2, year1 or year2
         if name and not _reads_as_a_month(name, m):
             return None
         month = _MONTHS[name.lower()] if name else None
+        to_month = _MONTHS.get((to_name or "").lower())
         step = None if which is None else _step(which)
     else:
-        written, which, month_text, a, b = m.groups()
+        written, which, month_text, a, to_text, b = m.groups()
         if not (month_text or which) and m.group(0).endswith("日"):  # 三到五日内: days
             return None
         month = _zh_int(month_text) if month_text else None
+        to_month = _zh_int(to_text) if to_text else None
         step = None if which is None else _step(which)
     first, last = _zh_int(a), _zh_int(b)
+    if to_month is not None and month is not None and to_month != month:
+        return _months_range(m, day, written, (month, first), (to_month, last))
     if first is None or last is None or not 1 <= first < last <= 31:
         return None
     if month is not None:
@@ -734,6 +745,26 @@ def _day_range(m: re.Match[str], day: date) -> Span | None:
         y, month = counted.year, counted.month
     lo, hi = _day(y, month, first), _day(y, month, last)
     return None if lo is None or hi is None else Span(lo.lo, hi.hi)
+
+
+def _months_range(m: re.Match[str], day: date, written: str | None,
+                  start: tuple[int, int | None], end: tuple[int, int | None]) -> Span | None:
+    """"March 28 to April 3", 8月28日到9月3日: across the end of a month (into the next
+    year where the second month comes first)."""
+    (month, first), (to_month, last) = start, end
+    if first is None or last is None or not 1 <= month <= 12 or not 1 <= to_month <= 12:
+        return None
+    y = int(written) if written else (_year_of(m.string, day)(month, m.start()) or day.year)
+    lo, hi = _day(y, month, first), _day(y + (to_month < month), to_month, last)
+    return None if lo is None or hi is None or hi.lo < lo.lo else Span(lo.lo, hi.hi)
+
+
+def _counted_day(m: re.Match[str], day: date) -> Span | None:
+    """"the 3rd of next month", 下个月5号: that day of the month counted from `day`'s."""
+    n, which = m.groups() if m.re is _COUNTED_DAY_EN else m.groups()[::-1]
+    month = _shift(day, _step(which), "month").lo
+    nth = _zh_int(n)
+    return None if nth is None else _day(month.year, month.month, nth)
 
 
 def _soon(m: re.Match[str], day: date) -> Span:
@@ -786,7 +817,10 @@ _NTH_EN = re.compile(rf"\b(?:on|by|until|till|since|from|before|after) the (\d{{
                      # "my flight is the 14th", "it was the 3rd": at the end of a clause
                      # (not "I was the 2nd in line", "the 3rd to arrive")
                      rf"(?:\b(?:is|was|are|were)|['\u2019]s) the (\d{{1,2}})(?:st|nd|rd|th)\b"
-                     rf"(?=\s*(?:$|[.,!?;:)]|(?:at|and|but|so|because)\b))", re.IGNORECASE)
+                     rf"(?=\s*(?:$|[.,!?;:)]|(?:at|and|but|so|because)\b))|"
+                     # "Friday the 13th": the date, which the weekday only confirms
+                     rf"\b(?:mon|tues|wednes|thurs|fri|satur|sun)day,? the (\d{{1,2}})"
+                     rf"(?:st|nd|rd|th)\b(?! of\b)(?![ ,]+(?:{_MONTH})\b)", re.IGNORECASE)
 # What N号 numbers before it: 3号线, 5号电池, 38号鞋, 3号选手, 9号公路 are no day
 _HAO_NOUN = "线楼门床位房馆机车厅桌柜窗口码球字电院鞋选种病公路街巷队台站包箱店厂仓地桥段色键"
 _NTH_ZH = re.compile(r"(?<![\d〇零一二两三四五六七八九十月第])"
@@ -811,12 +845,17 @@ _TO = r"\s*(?:-|–|—|to|through|thru|until|till)\s*"
 _RANGE_EN = re.compile(
     rf"\bfrom the (\d{{1,2}})(?:st|nd|rd|th){_TO}the (\d{{1,2}})(?:st|nd|rd|th)"
     rf"(?: of (?:(this|next|last) month|({_MONTH})(?:,? ({_YEAR}))?))?\b|"
-    rf"\b({_MONTH})\.? (\d{{1,2}})(?:st|nd|rd|th)?{_TO}(\d{{1,2}})(?:st|nd|rd|th)?\b"
-    rf"(?![:.]\d)(?:,? ({_YEAR})\b)?", re.IGNORECASE)
+    rf"\b({_MONTH})\.? (\d{{1,2}})(?:st|nd|rd|th)?{_TO}(?:({_MONTH})\.? )?(\d{{1,2}})"
+    rf"(?:st|nd|rd|th)?\b(?![:.]\d)(?:,? ({_YEAR})\b)?", re.IGNORECASE)
 _RANGE_ZH = re.compile(
     rf"(?:({_YEAR})年)?(?:({_SHANG}|{_XIA}|这|{_BEN})个?月|([\d{_ZH_NUM}]{{1,3}})月)?"
-    rf"(?<![\d{_ZH_NUM}])([\d{_ZH_NUM}]{{1,3}})[号日]?(?:到|至|-|~|—)([\d{_ZH_NUM}]{{1,3}})[号日]"
-    rf"(?![{_HAO_NOUN}])")
+    rf"(?<![\d{_ZH_NUM}])([\d{_ZH_NUM}]{{1,3}})[号日]?(?:到|至|-|~|—)"
+    rf"(?:([\d{_ZH_NUM}]{{1,3}})月)?([\d{_ZH_NUM}]{{1,3}})[号日](?![{_HAO_NOUN}])")
+# A day of a month counted from this one: "the 3rd of next month", 下个月5号, 上月20日
+_COUNTED_DAY_EN = re.compile(r"\bthe (\d{1,2})(?:st|nd|rd|th) of (this|next|last) month\b",
+                             re.IGNORECASE)
+_COUNTED_DAY_ZH = re.compile(rf"({_SHANG}|{_XIA}|这|{_BEN})个?月的?([\d{_ZH_NUM}]{{1,3}})[号日]"
+                             rf"(?![{_HAO_NOUN}])")
 _THIS_TIME = re.compile(r"\b(?:around |about )?this time last year\b|"
                         rf"{_QU}年的?(?:这个时候|这时候|此时|这会儿)", re.IGNORECASE)
 # 过两天, 过几天, 过一两天 (in a few days; not 度过两天, 过了两天)
@@ -862,7 +901,8 @@ _SEASON_ALONE = re.compile(r"\b(?:in|over|during|through|throughout|for) the (sp
                            r"autumn|fall|winter)\b(?![ ,]*(?:of\b|\d))", re.IGNORECASE)
 _EARLIER_EN = re.compile(r"\bearlier this (week|month|year)\b", re.IGNORECASE)
 _BEFORE_LAST_EN = re.compile(
-    rf"\bthe (week|weekend|month|year|{_WEEKDAY}) (before last|after next)\b", re.IGNORECASE)
+    rf"\b(?:the )?(week|weekend|month|year|{_WEEKDAY}) (before last|after next)\b",
+    re.IGNORECASE)
 _RELATIVE_ZH = re.compile(
     rf"({_QU}年|{_JIN}年|{_MING}年|{_QIAN}年|{_YEAR}年|这个|上个|下个)的?(春天|夏天|秋天|冬天|春季|夏季|秋季|冬季)|"
     rf"(昨天|昨晚|昨儿)|(大前天|{_QIAN}天)|({_MING}天|{_MING}儿|大后天|{_HOU}天)|({_QU}年|{_JIN}年)|({_QIAN}年)|({_MING}年)|"
@@ -1007,14 +1047,14 @@ def _month_of(m: re.Match[str], day: date, days: tuple[int, int]) -> int:
     clause = _clause_at(m.string, m.start())
     if days[0] > day.day and _tells_past(clause):
         return -1
-    if days[1] < day.day and _tells_plan(clause):
+    if days[1] < day.day and (_tells_plan(clause) or _holds(_DUE, clause)):
         return 1
     return 0
 
 
 def _nth(m: re.Match[str], day: date) -> Span | None:
     """A day of the month alone ("on the 25th", 3号): of the month `_month_of` gives."""
-    n = _zh_int(m.group(1) or m.group(2))
+    n = _zh_int(next(g for g in m.groups() if g))
     if n is None or not 1 <= n <= 31:
         return None
     month = _shift(day, _month_of(m, day, (n, n)), "month").lo
@@ -1086,7 +1126,8 @@ _CLAUSE = re.compile(r"[;,.!?\n，。；！？]")
 # An arrangement told in the past is about the time arranged, still to come
 _ARRANGED = re.compile(r"\b(?:book(?:ed)?|regist(?:er|ered)|sign(?:ed)? up|schedul(?:e|ed)|"
                        r"reserv(?:e|ed)|invit(?:e|ed)|appointment|rsvp(?:ed)?)\b|"
-                       r"约了|约好|说好|订了|预约|预订|报名|定好", re.IGNORECASE)
+                       r"约了|约好|说好|订了|预约|预订|报名|定好|请了?[^，。,.]{0,3}假",
+                       re.IGNORECASE)
 # Not past: "have got", a present passive or question ("is held", "are you interested")
 _NOT_PAST = re.compile(
     r"\b(?:have|has)(?: (?:i|we|you|they|he|she))? got\b|['\u2019]ve got\b|"
@@ -1242,7 +1283,8 @@ def _counted(day: date, n: float, unit: str) -> Span | None:
 
 _YEAR_MONTH_OR_NTH: dict[re.Pattern[str], Callable[[re.Match[str], date], Span | None]] = {
     _YEAR_MONTH_ZH: _zh_year_month, _NTH_OF_MONTH_EN: _nth_of_month,
-    _NTH_OF_MONTH_ZH: _nth_of_month, _RANGE_EN: _day_range, _RANGE_ZH: _day_range}
+    _NTH_OF_MONTH_ZH: _nth_of_month, _RANGE_EN: _day_range, _RANGE_ZH: _day_range,
+    _COUNTED_DAY_EN: _counted_day, _COUNTED_DAY_ZH: _counted_day}
 
 
 # Each pattern below is run only on a text that holds what it cannot match without: most
@@ -1254,6 +1296,7 @@ _GATES: dict[re.Pattern[str], re.Pattern[str]] = {
     _NTH_ZH: re.compile("号"), _YEAR_PART_ZH: re.compile("年"), _QUARTER_ZH: re.compile("季度"),
     _YEAR_MONTH_ZH: re.compile("年"), _NTH_OF_MONTH_ZH: re.compile("第|最后"),
     _SOON_ZH: re.compile("过"), _RANGE_EN: re.compile(r"\d"), _RANGE_ZH: re.compile("[号日]"),
+    _COUNTED_DAY_EN: re.compile("month", re.IGNORECASE), _COUNTED_DAY_ZH: re.compile("月"),
     _THIS_TIME: re.compile("this time|去年", re.IGNORECASE),
     _NTH_OF_MONTH_EN: re.compile(r"(?:of|in) (?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)",
                                  re.IGNORECASE),

@@ -688,6 +688,34 @@ def test_a_present_tense_that_schedules_nothing(text: str) -> None:
     assert _days(happened(text, date(2024, 5, 9))[1:]) == []
 
 
+@pytest.mark.parametrize(("text", "said", "days"), [
+    # a day of a month counted from this one
+    ("Tax docs are due on the 3rd of next month", date(2023, 2, 6), ("2023-03-03", "2023-03-03")),
+    ("下个月15号之前要把材料交齐", date(2024, 2, 27), ("2024-03-15", "2024-03-15")),
+    ("上月20日交的房租", date(2024, 12, 1), ("2024-11-20", "2024-11-20")),
+    # a deadline is ahead; a weekday before its date only confirms it
+    ("Rent's due on the 1st", date(2022, 2, 25), ("2022-03-01", "2022-03-01")),
+    ("The party is Friday the 13th", date(2024, 12, 2), ("2024-12-13", "2024-12-13")),
+    ("Thursday before last I had lunch with Sam", date(2025, 10, 21),
+     ("2025-10-09", "2025-10-09")),
+    # a year in Chinese numerals; a range whose second end names its month again
+    ("二〇二一年十二月辞的职", date(2022, 3, 10), ("2021-12-01", "2021-12-31")),
+    ("8月5日到8月9日请了年假", date(2022, 7, 22), ("2022-08-05", "2022-08-09")),
+    ("12月28日到1月3日在老家", date(2022, 12, 1), ("2022-12-28", "2023-01-03")),
+    ("we're in Rome March 28 to April 2", date(2024, 1, 10), ("2024-03-28", "2024-04-02")),
+])
+def test_days_of_counted_months_deadlines_and_ranges(text: str, said: date,
+                                                     days: tuple[str, str]) -> None:
+    assert _days(happened(text, said)[1:]) == [days]
+
+
+def test_a_question_about_a_day_of_next_month() -> None:
+    assert _days(asked("下个月5号我有什么事吗", date(2024, 12, 1))) == [
+        ("2025-01-05", "2025-01-05")]
+    assert _days(asked("what did I do on the 3rd of last month?", date(2024, 12, 4))) == [
+        ("2024-11-03", "2024-11-03")]
+
+
 @pytest.mark.parametrize("said", [date(9999, 12, 31), date(1, 1, 1)])
 def test_a_time_at_the_calendars_edge_is_no_error(said: date) -> None:
     for text in ("过几天再说", "十一期间", "周末我去了", "明年春节", "Q4 next year"):
