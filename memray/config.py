@@ -204,6 +204,13 @@ class RecallConfig(BaseModel):
                                   "over sessions: each earlier result from the same "
                                   "session lowers a memory's score by this much when the "
                                   "results are picked (multi-session questions).")
+    judge_memories: bool = Field(True, description="Similarity counts as evidence only "
+                                 "where the model read the memory too: one whose vector is "
+                                 "as close to unrelated sentences as a query's must be "
+                                 "(background_max; a Chinese memory under MiniLM) is kept "
+                                 "on a topic match without intent_min_similarity, and the "
+                                 "floor below the best does not drop it (an English question "
+                                 "about a Chinese memory). Needs the hot set.")
     intent_min_similarity: float = Field(0.05, ge=-1, le=1, description="Topic matches "
                                          "below this cosine similarity are still dropped "
                                          "(for queries the model reads).")

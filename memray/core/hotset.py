@@ -102,6 +102,14 @@ class _Entry:
     # rows of each type/slot narrowing asked (by _topic_candidates), built on first use
     _narrowed: dict[tuple[tuple[str, ...], ...], np.ndarray] = field(default_factory=dict)
     _said: np.ndarray | None = None  # when each row was said (see _said), on first use
+    _index: dict[str, int] | None = None  # row of each id, on first use
+
+    def rows_of(self, ids: Collection[str]) -> tuple[list[str], np.ndarray]:
+        """The ids among `ids` held here, and their unit vectors (rows in that order)."""
+        if self._index is None:
+            self._index = {r.id: i for i, r in enumerate(self.records)}
+        held = [i for i in ids if i in self._index]
+        return held, self.matrix[[self._index[i] for i in held]]
 
     def keyword_scores(self, query: str) -> np.ndarray:
         """BM25 of every row for `query`, scaled so the best row is 1 (all 0: no match)."""
@@ -325,6 +333,12 @@ class HotSet:
         entry = self._entry(user_id, version, load)
         return None if entry is None else entry.hybrid(user_id, vector, query, limit, where,
                                                        around, names)
+
+    def vectors(self, user_id: str, version: int,
+                ids: Collection[str]) -> tuple[list[str], np.ndarray] | None:
+        """See `_Entry.rows_of`; None when no set is held at `version` (never loads one)."""
+        entry = self._get(user_id, version)
+        return None if entry is None else entry.rows_of(ids)
 
     def said_in(self, user_id: str, version: int, vector: Vector, spans: Sequence[Span],
                 zone: tzinfo, limit: int, where: Where) -> Hits | None:

@@ -67,6 +67,18 @@ _FILLERS = frozenset((
 def background(embedder: Embedder, vector: Vector) -> float:
     """Mean cosine of `vector` to the closest quarter of the BACKGROUND sentences (which
     are embedded once per model)."""
+    q = np.asarray(vector, dtype=np.float32)
+    return float(_backgrounds(embedder, (q / max(float(np.linalg.norm(q)), 1e-12))[None])[0])
+
+
+def unreadable(embedder: Embedder, rows: np.ndarray, most: float) -> np.ndarray:
+    """Which unit vectors `rows` the model did not read: their background is `most` or
+    more, as for a query (a Chinese memory under MiniLM)."""
+    return _backgrounds(embedder, rows) >= most if len(rows) else np.zeros(0, dtype=bool)
+
+
+def _backgrounds(embedder: Embedder, rows: np.ndarray) -> np.ndarray:
+    """`background` of each unit row."""
     with _background_lock:
         matrix = _background.get(embedder.model)
     if matrix is None:
@@ -74,9 +86,9 @@ def background(embedder: Embedder, vector: Vector) -> float:
         matrix = raw / np.maximum(np.linalg.norm(raw, axis=1, keepdims=True), 1e-12)
         with _background_lock:
             _background[embedder.model] = matrix
-    q = np.asarray(vector, dtype=np.float32)
-    sims = np.sort(matrix @ (q / max(float(np.linalg.norm(q)), 1e-12)))[::-1]
-    return float(sims[: max(1, len(sims) // 4)].mean())
+    sims = -np.sort(-(np.asarray(rows, dtype=np.float32) @ matrix.T), axis=1)
+    out: np.ndarray = sims[:, : max(1, matrix.shape[0] // 4)].mean(axis=1)
+    return out
 
 
 def content_terms(text: str) -> frozenset[str]:
@@ -93,6 +105,7 @@ class Evidence:
     keyword: Mapping[str, float] = field(default_factory=dict)  # BM25 0..1 by memory id
     query_terms: frozenset[str] = frozenset()  # content_terms of the query
     dated_ids: frozenset[str] = frozenset()  # memories about a day the query asks about
+    unread: frozenset[str] = frozenset()  # memories the model did not read (`unreadable`)
 
 
 def decide(candidates: list[tuple[MemoryRecord, float]], cfg: RecallConfig,
@@ -100,16 +113,19 @@ def decide(candidates: list[tuple[MemoryRecord, float]], cfg: RecallConfig,
     """The relevant candidates (see the module docstring), in their given order."""
     kept: list[tuple[MemoryRecord, float, bool]] = []  # (record, similarity, by keyword)
     for record, sim in candidates:
-        dense = evidence.readable and sim >= cfg.threshold
+        # similarity is evidence only where the model read both texts
+        read = evidence.readable and record.id not in evidence.unread
+        dense = read and sim >= cfg.threshold
         # a memory of a topic, or about a day, the query asks about
         topic = (record.id in evidence.topic_ids or record.id in evidence.dated_ids) and (
-            not evidence.readable or sim >= cfg.intent_min_similarity)
+            not read or sim >= cfg.intent_min_similarity)
         words = (evidence.keyword.get(record.id, 0.0) >= cfg.keyword_min
                  and bool(evidence.query_terms & content_terms(record.content)))
         if dense or topic or words:
-            kept.append((record, sim, words))
-    if evidence.readable and kept:
-        best = max(sim for _, sim, _ in kept)
+            kept.append((record, sim, words or not read))
+    read_sims = [sim for record, sim, _ in kept if record.id not in evidence.unread]
+    if evidence.readable and read_sims:  # a floor below the best the model read
+        best = max(read_sims)
         kept = [k for k in kept if k[2] or k[1] >= best - cfg.relative_margin]
     return [(record, sim) for record, sim, _ in kept]
 

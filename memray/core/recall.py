@@ -17,11 +17,19 @@ from functools import partial
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from memray.config import RecallConfig
 from memray.core import search_filters, validate, when
 from memray.core.backend import Backend
 from memray.core.hotset import HotSet
 from memray.core.intent import OBJECT_SLOTS, memory_topics, query_topics, slot_of, topic_slots
-from memray.core.ranking import Evidence, background, content_terms, decide, rank
+from memray.core.ranking import (
+    Evidence,
+    background,
+    content_terms,
+    decide,
+    rank,
+    unreadable,
+)
 from memray.embed.base import Embedder
 from memray.errors import StaleReadError
 from memray.models import MemoryRecord, MemoryStatus, MemoryType, SearchHit, utcnow
@@ -143,10 +151,11 @@ class Recall:
             return rank([c for c in candidates if c[1] >= plan.floor], recall, now=now,
                         threshold=plan.floor, cap=cap, intent_ids=topic_ids, keyword=keyword,
                         when_ids=timed, date_ids=dated, links=links, named=named)
-        evidence = Evidence(readable=background(plan.embedder, vector) < recall.background_max,
-                            topic_ids=topic_ids, keyword=keyword,
-                            query_terms=content_terms(text),
-                            dated_ids=about)
+        readable = background(plan.embedder, vector) < recall.background_max
+        evidence = Evidence(readable=readable, topic_ids=topic_ids, keyword=keyword,
+                            query_terms=content_terms(text), dated_ids=about,
+                            unread=_unread(plan, candidates, recall)
+                            if readable and not _mostly_cjk(text) else frozenset())
         return rank(decide(candidates, recall, evidence), recall, now=now,
                     threshold=-1.0, cap=cap, intent_ids=topic_ids, keyword=keyword,
                     when_ids=timed, date_ids=dated, links=links, named=named)
@@ -274,6 +283,32 @@ def _valid_at(search: Searcher, when: datetime) -> Searcher:
         return [(r, sim) for r, sim in search(vec, 2 * k, where) if r.valid_at(when)][:k]
 
     return valid
+
+
+def _mostly_cjk(text: str) -> bool:
+    """Most of `text`'s letters are CJK characters: MiniLM knows some of them (学, 天), so
+    a Chinese query and a Chinese memory share what it reads, where an English query and
+    a Chinese memory share nothing."""
+    letters = [c for c in text if c.isalpha()]
+    return sum("\u3400" <= c <= "\u9fff" for c in letters) * 2 > len(letters)
+
+
+def _unread(plan: SearchPlan, candidates: list[tuple[MemoryRecord, float]],
+            recall: RecallConfig) -> frozenset[str]:
+    """The candidates whose vectors the model did not read (`ranking.unreadable`), for a
+    query it read in another script; from the hot set (none without it: the store returns
+    no vectors)."""
+    # ASCII text is text the model reads: most searches need no vectors looked up
+    foreign = [r.id for r, _ in candidates if not r.content.isascii()]
+    if plan.hot is None or not recall.judge_memories or not foreign:
+        return frozenset()
+    held = plan.hot.vectors(plan.uid, plan.version, foreign)
+    if held is None:
+        return frozenset()
+    ids, rows = held
+    return frozenset(i for i, no in zip(ids, unreadable(plan.embedder, rows,
+                                                           recall.background_max),
+                                        strict=True) if no)
 
 
 def _searcher(store: VectorStore, events: EventLog, uid: str, hot: HotSet | None,

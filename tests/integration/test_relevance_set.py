@@ -65,6 +65,24 @@ def test_search_on_the_set_stays_above_the_floors(embedder: CachedEmbedder) -> N
         assert out["by_lang"][lang]["case_f1"] >= CASE_F1_FLOOR, out["by_lang"][lang]
 
 
+def test_an_english_question_reaches_chinese_memories_by_what_the_model_read(
+        embedder: CachedEmbedder) -> None:
+    """crosslang.jsonl: each question in the other language from the memories that answer
+    it. MiniLM reads the English question, not the Chinese memory, so their similarity is
+    noise; `judge_memories` stops it counting for or against them (measured at 0.65
+    recall and 0.71 precision for English questions, 0.26 / 0.55 without)."""
+    cases = relevance.load(DATA / "crosslang.jsonl")
+    judged, plain = relevance.recall_config(None), relevance.recall_config(
+        {"judge_memories": False})
+    answers, problems = relevance.replay(cases, [judged, plain], embedder=embedder,
+                                         context=False)
+    assert problems == []
+    on, off = (relevance.report(a)["by_lang"]["en"] for a in answers)
+    assert on["recall"] >= 0.55 and on["precision"] >= 0.6, on
+    assert on["recall"] >= off["recall"] + 0.2, (on, off)
+    assert relevance.report(answers[0])["overall"]["empty_ok"] == 1.0
+
+
 # -- the two observed failures ---------------------------------------------------------
 VERBATIM = {
     "en": ("I am vegetarian and never eat pork", "what should I cook tonight?",

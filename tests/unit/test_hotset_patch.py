@@ -188,3 +188,21 @@ def test_a_day_of_any_year_is_read_in_the_zone_of_its_own_date() -> None:
     january_4th = Span(date.min, date.min, frozenset({1}), days=(4, 4))
     assert hotset._inside(said, january_4th, berlin).tolist() == [False, False, True]
     assert hotset._inside(said[:0], july_4th, berlin).tolist() == []
+
+
+def test_the_vectors_of_candidates_follow_the_write() -> None:
+    hot = HotSet(dim=4)
+    ids = [r.record.id for r in BEFORE]
+    assert hot.vectors("u", 1, ids) is None  # never loads a set
+    assert hot.search("u", 1, np.ones(4, np.float32), 1, Where(), lambda: BEFORE) is not None
+    held = hot.vectors("u", 1, [ids[2], "no-such-id", ids[0]])
+    assert held is not None
+    assert held[0] == [ids[2], ids[0]]  # in the order asked, unknown ids left out
+    assert held[1].tolist() == [np.eye(4)[2].tolist(), np.eye(4)[0].tolist()]
+    hot.applied("u", [StoreOp(kind="delete", user_id="u", ids=(ids[0],)),
+                      StoreOp(kind="replace", user_id="u", rows=(AFTER_ADDED[0],))], 1, 2)
+    assert hot.vectors("u", 1, ids) is None  # that version is gone
+    after = hot.vectors("u", 2, [ids[0], ids[2], AFTER_ADDED[0].record.id])
+    assert after is not None
+    assert after[0] == [ids[2], AFTER_ADDED[0].record.id]
+    assert after[1].tolist() == [np.eye(4)[2].tolist(), np.eye(4)[1].tolist()]

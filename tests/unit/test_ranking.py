@@ -2,12 +2,22 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import numpy as np
 import pytest
 
 from memray.config import RecallConfig
+from memray.core import ranking
 from memray.core.intent import memory_topics, query_topics, slot_of
 from memray.core.prompt import prompt_section
-from memray.core.ranking import Evidence, background, content_terms, decide, rank, recency
+from memray.core.ranking import (
+    Evidence,
+    background,
+    content_terms,
+    decide,
+    rank,
+    recency,
+    unreadable,
+)
 from memray.embed.cache import CachedEmbedder
 from memray.models import MemoryRecord, MemoryType, utcnow
 
@@ -117,6 +127,32 @@ def test_background_tells_the_queries_minilm_reads_from_those_it_does_not(
         assert background(embedder, embedder.embed([query])[0]) < cfg.background_max
     for query in ("晚饭做什么菜？", "给我讲个笑话", "我叫什么名字？"):
         assert background(embedder, embedder.embed([query])[0]) >= cfg.background_max
+
+
+def test_similarity_is_no_evidence_for_a_memory_the_model_cannot_read() -> None:
+    # an English question, a Chinese memory of its topic the model read as noise
+    cands = [(rec("I drive an old Toyota"), 0.45), (rec("我对花生过敏"), -0.05)]
+    topic = frozenset({"我对花生过敏"})
+    assert _decide(cands, Evidence(topic_ids=topic)) == ["I drive an old Toyota"]
+    judged = Evidence(topic_ids=topic, unread=frozenset({"我对花生过敏"}))
+    # kept on its topic without the similarity floor, and the floor below the best read
+    # one does not drop it; its similarity alone is no evidence either way
+    assert _decide(cands, judged) == ["I drive an old Toyota", "我对花生过敏"]
+    assert _decide([(rec("我对花生过敏"), 0.9)], Evidence(unread=frozenset({"我对花生过敏"}))) == []
+
+
+def test_unreadable_tells_the_memories_minilm_reads_from_those_it_does_not(
+        embedder: CachedEmbedder) -> None:
+    texts = ["I'm allergic to peanuts", "My daughter plays the violin", "我对花生过敏",
+             "我在腾讯做产品经理"]
+    rows = np.asarray(embedder.embed(texts), dtype=np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    assert unreadable(embedder, rows, RecallConfig().background_max).tolist() == [
+        False, False, True, True]
+    assert unreadable(embedder, rows[:0], 0.4).tolist() == []
+    # the same measure as a query's background
+    assert background(embedder, rows[2]) == pytest.approx(
+        float(ranking._backgrounds(embedder, rows[2:3])[0]), abs=1e-6)
 
 
 def test_topics_need_the_subject_not_just_the_slot_family() -> None:
