@@ -394,7 +394,7 @@ def _holds(pattern: re.Pattern[str], text: str) -> bool:
 
 
 def _tells_plan(text: str) -> bool:
-    return _holds(_PLAN, text)
+    return _holds(_PLAN, text) or (_holds(_SCHEDULED, text) and not _holds(_PAST, text))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -548,6 +548,7 @@ def _year_of(text: str, said: date | None) -> YearOf:
 # What places a month named alone in the past or to come, beside _PAST and _PLAN
 _SINCE = re.compile(r"\b(?:since|back in|last)\b", re.IGNORECASE)
 _DUE = re.compile(r"\b(?:due|until)\b", re.IGNORECASE)
+_DEADLINE = re.compile(r"\bdue\b", re.IGNORECASE)  # "until the 10th" may be over
 _FOR = re.compile(r"\bfor (?:the )?$", re.IGNORECASE)
 _CLAUSE_OR_COLON = re.compile(r"[;,.!?\n，。；！？:：]")
 
@@ -819,7 +820,7 @@ _NTH_EN = re.compile(rf"\b(?:on|by|until|till|since|from|before|after) the (\d{{
                      rf"(?:\b(?:is|was|are|were)|['\u2019]s) the (\d{{1,2}})(?:st|nd|rd|th)\b"
                      rf"(?=\s*(?:$|[.,!?;:)]|(?:at|and|but|so|because)\b))|"
                      # "Friday the 13th": the date, which the weekday only confirms
-                     rf"\b(?:mon|tues|wednes|thurs|fri|satur|sun)day,? the (\d{{1,2}})"
+                     rf"\b((?:mon|tues|wednes|thurs|fri|satur|sun)day),? the (\d{{1,2}})"
                      rf"(?:st|nd|rd|th)\b(?! of\b)(?![ ,]+(?:{_MONTH})\b)", re.IGNORECASE)
 # What N号 numbers before it: 3号线, 5号电池, 38号鞋, 3号选手, 9号公路 are no day
 _HAO_NOUN = "线楼门床位房馆机车厅桌柜窗口码球字电院鞋选种病公路街巷队台站包箱店厂仓地桥段色键"
@@ -850,7 +851,8 @@ _RANGE_EN = re.compile(
 _RANGE_ZH = re.compile(
     rf"(?:({_YEAR})年)?(?:({_SHANG}|{_XIA}|这|{_BEN})个?月|([\d{_ZH_NUM}]{{1,3}})月)?"
     rf"(?<![\d{_ZH_NUM}])([\d{_ZH_NUM}]{{1,3}})[号日]?(?:到|至|-|~|—)"
-    rf"(?:([\d{_ZH_NUM}]{{1,3}})月)?([\d{_ZH_NUM}]{{1,3}})[号日](?![{_HAO_NOUN}])")
+    # a second month only where the first end names one (5号到8月9号: two days)
+    rf"(?(3)(?:([\d{_ZH_NUM}]{{1,3}})月)?)([\d{_ZH_NUM}]{{1,3}})[号日](?![{_HAO_NOUN}])")
 # A day of a month counted from this one: "the 3rd of next month", 下个月5号, 上月20日
 _COUNTED_DAY_EN = re.compile(r"\bthe (\d{1,2})(?:st|nd|rd|th) of (this|next|last) month\b",
                              re.IGNORECASE)
@@ -901,8 +903,11 @@ _SEASON_ALONE = re.compile(r"\b(?:in|over|during|through|throughout|for) the (sp
                            r"autumn|fall|winter)\b(?![ ,]*(?:of\b|\d))", re.IGNORECASE)
 _EARLIER_EN = re.compile(r"\bearlier this (week|month|year)\b", re.IGNORECASE)
 _BEFORE_LAST_EN = re.compile(
-    rf"\b(?:the )?(week|weekend|month|year|{_WEEKDAY}) (before last|after next)\b",
-    re.IGNORECASE)
+    rf"\b(?:the (week|weekend|month|year|{_WEEKDAY})|((?:mon|tues|wednes|thurs|fri|satur|"
+    rf"sun)day)) (before last|after next)\b"
+    # not "a month before last summer", "before last year's", "a week before last Monday"
+    rf"(?!['\u2019]s|\s+(?:years?|weeks?|weekends?|months?|summer|winter|spring|autumn|fall|"
+    rf"night|time|{_WEEKDAY})\b)", re.IGNORECASE)
 _RELATIVE_ZH = re.compile(
     rf"({_QU}年|{_JIN}年|{_MING}年|{_QIAN}年|{_YEAR}年|这个|上个|下个)的?(春天|夏天|秋天|冬天|春季|夏季|秋季|冬季)|"
     rf"(昨天|昨晚|昨儿)|(大前天|{_QIAN}天)|({_MING}天|{_MING}儿|大后天|{_HOU}天)|({_QU}年|{_JIN}年)|({_QIAN}年)|({_MING}年)|"
@@ -1047,18 +1052,35 @@ def _month_of(m: re.Match[str], day: date, days: tuple[int, int]) -> int:
     clause = _clause_at(m.string, m.start())
     if days[0] > day.day and _tells_past(clause):
         return -1
-    if days[1] < day.day and (_tells_plan(clause) or _holds(_DUE, clause)):
+    if days[1] < day.day and (_tells_plan(clause) or (
+            _holds(_DEADLINE, clause) and not _tells_past(clause))):
         return 1
     return 0
 
 
 def _nth(m: re.Match[str], day: date) -> Span | None:
     """A day of the month alone ("on the 25th", 3号): of the month `_month_of` gives."""
-    n = _zh_int(next(g for g in m.groups() if g))
+    if m.re is _NTH_EN and m.group(3):
+        return _weekday_nth(m, day)
+    n = _zh_int(m.group(1) if m.re is _NTH_ZH else (m.group(1) or m.group(2)))
     if n is None or not 1 <= n <= 31:
         return None
     month = _shift(day, _month_of(m, day, (n, n)), "month").lo
     return _day(month.year, month.month, n)
+
+
+def _weekday_nth(m: re.Match[str], day: date) -> Span | None:
+    """"Friday the 13th": the last such day before `day` where its clause tells of the
+    past, else the next from `day` (within two years; else none)."""
+    weekday, n = _WEEKDAYS[m.group(3).lower()], int(m.group(4))
+    back = _tells_past(_clause_at(m.string, m.start()))
+    for step in range(0, -25, -1) if back else range(25):
+        month = _shift(day, step, "month").lo
+        found = _day(month.year, month.month, n)
+        if found and found.lo.weekday() == weekday and (
+                found.lo < day if back else found.lo >= day):
+            return found
+    return None
 
 
 def _earlier(m: re.Match[str], day: date) -> Span:
@@ -1068,7 +1090,8 @@ def _earlier(m: re.Match[str], day: date) -> Span:
 
 def _before_last(m: re.Match[str], day: date) -> Span | None:
     """"the week before last", "the Friday after next"."""
-    what, way = m.group(1).lower(), 1 if m.group(2).lower() == "after next" else -1
+    what, way = (m.group(1) or m.group(2)).lower(), 1 if m.group(3).lower() == "after next" \
+        else -1
     if what in _WEEKDAYS:  # the Friday before last: a week before last Friday
         last = _named_period(day, way, what)
         return None if last is None else _shift(last.lo, 7 * way, "day")
@@ -1112,22 +1135,27 @@ _PLAN = re.compile(r"\b(?:will|won['\u2019]t|shall|would|going to|gonna|plan|pla
                    r"(?:['\u2019]m|\bam|\bare|\bis) \w+ing\b|"
                    r"\b(?:am|are|is) (?:i|we|you|he|she|they) \w+ing\b|"  # "what am I doing"
                    r"(?<![重需主想只不必])要(?![求是紧点])|将要|别忘|打算|准备|计划|记得|明天|"
-                   r"下周|下个月|下礼拜|"
-                   # a time said as a thing's date is its schedule: "the meeting is on
-                   # Friday", "my flight's the 14th", "the exam is in March", 周五有个会
-                   # ("it's Friday", "today is the 14th": the day it is said)
-                   rf"(?:(?<!\bit )(?<!today )(?<!that )\b(?:is|are)|"
-                   rf"(?<!\bit)(?<!today)(?<!that)['\u2019]s) (?:on |in )?"
-                   rf"(?:the \d{{1,2}}(?:st|nd|rd|th)\b|"
-                   rf"(?:{_MONTH}|(?:mon|tues|wednes|thurs|fri|satur|sun)day)\b)|"
-                   r"(?:(?:周|星期|礼拜)[一二三四五六日天]|[\d一二三四五六七八九十]号)"
-                   r"(?:上午|下午|中午|晚上|早上)?有一?个", re.IGNORECASE)
+                   r"下周|下个月|下礼拜", re.IGNORECASE)
+# A time said as a thing's date in the present is its schedule: "the meeting is on Friday",
+# "my flight's the 14th", "the exam is in March", 周五有个会. Not "it's Friday", "today is
+# the 14th" (the day it is said), "my favourite day is Sunday", a possessive ("at Joe's on
+# Monday"), an ordinal before a noun ("is in the 3rd grade"), "is in March's report".
+_SCHEDULED = re.compile(
+    rf"(?<!\bit )(?<!today )(?<!that )(?<!day )\b(?:is|are) (?:on |in )?the \d{{1,2}}"
+    rf"(?:st|nd|rd|th)\b(?=\s*(?:$|[.,!?;:)]|(?:at|and|but|so|because)\b))|"
+    rf"(?<!\bit)(?<!today)(?<!that)['\u2019]s the \d{{1,2}}(?:st|nd|rd|th)\b"
+    rf"(?=\s*(?:$|[.,!?;:)]|(?:at|and|but|so|because)\b))|"
+    rf"(?<!\bit )(?<!today )(?<!that )(?<!day )\b(?:is|are) (?:on )?"
+    rf"(?:mon|tues|wednes|thurs|fri|satur|sun)day\b|"
+    rf"(?<!\bit)(?<!today)(?<!that)['\u2019]s (?:mon|tues|wednes|thurs|fri|satur|sun)day\b|"
+    rf"\b(?:is|are) in (?:{_MONTH})\b(?!['\u2019]s| of\b)|"
+    r"(?:(?:周|星期|礼拜)[一二三四五六日天]|[\d一二三四五六七八九十]号)"
+    r"(?:上午|下午|中午|晚上|早上)?有一?个", re.IGNORECASE)
 _CLAUSE = re.compile(r"[;,.!?\n，。；！？]")
 # An arrangement told in the past is about the time arranged, still to come
 _ARRANGED = re.compile(r"\b(?:book(?:ed)?|regist(?:er|ered)|sign(?:ed)? up|schedul(?:e|ed)|"
                        r"reserv(?:e|ed)|invit(?:e|ed)|appointment|rsvp(?:ed)?)\b|"
-                       r"约了|约好|说好|订了|预约|预订|报名|定好|请了?[^，。,.]{0,3}假",
-                       re.IGNORECASE)
+                       r"约了|约好|说好|订了|预约|预订|报名|定好", re.IGNORECASE)
 # Not past: "have got", a present passive or question ("is held", "are you interested")
 _NOT_PAST = re.compile(
     r"\b(?:have|has)(?: (?:i|we|you|they|he|she))? got\b|['\u2019]ve got\b|"

@@ -700,7 +700,7 @@ def test_a_present_tense_that_schedules_nothing(text: str) -> None:
      ("2025-10-09", "2025-10-09")),
     # a year in Chinese numerals; a range whose second end names its month again
     ("二〇二一年十二月辞的职", date(2022, 3, 10), ("2021-12-01", "2021-12-31")),
-    ("8月5日到8月9日请了年假", date(2022, 7, 22), ("2022-08-05", "2022-08-09")),
+    ("8月5日到8月9日我要去云南", date(2022, 7, 22), ("2022-08-05", "2022-08-09")),
     ("12月28日到1月3日在老家", date(2022, 12, 1), ("2022-12-28", "2023-01-03")),
     ("we're in Rome March 28 to April 2", date(2024, 1, 10), ("2024-03-28", "2024-04-02")),
 ])
@@ -714,6 +714,31 @@ def test_a_question_about_a_day_of_next_month() -> None:
         ("2025-01-05", "2025-01-05")]
     assert _days(asked("what did I do on the 3rd of last month?", date(2024, 12, 4))) == [
         ("2024-11-03", "2024-11-03")]
+
+
+@pytest.mark.parametrize(("text", "days"), [  # said on Wednesday 15 May 2024
+    # a possessive is no "is": the past stays past
+    ("I met Tom at Joe's on Monday", [("2024-05-13", "2024-05-13")]),
+    ("We had dinner at Mom's on Sunday", [("2024-05-12", "2024-05-12")]),
+    ("I went to Trader Joe's in March and bought wine", [("2024-03-01", "2024-03-31")]),
+    # nor an ordinal before a noun, nor a schedule in a clause that tells of the past
+    ("My daughter is in the 3rd grade and she had a test on Monday",
+     [("2024-05-13", "2024-05-13")]),
+    ("The meeting room we used on Monday is on the 2nd floor", [("2024-05-13", "2024-05-13")]),
+    ("周六有个朋友来找我了", [("2024-05-11", "2024-05-11")]),
+    ("3号有个包裹寄到了", [("2024-05-03", "2024-05-03")]),
+    ("我周三请假了，在家休息", [("2024-05-08", "2024-05-08")]),
+    # "until" may be over, and a deadline told in the past is
+    ("I was in Paris until the 10th", [("2024-05-10", "2024-05-10")]),
+    ("The rent was due on the 1st and I paid it late", [("2024-05-01", "2024-05-01")]),
+    # the weekday of "Friday the 13th" picks the month
+    ("The party is on Friday the 13th", [("2024-09-13", "2024-09-13")]),
+    ("we met on Monday the 6th", [("2024-05-06", "2024-05-06")]),
+    ("My favourite day is Sunday", []),
+])
+def test_what_a_review_of_the_schedule_forms_found(text: str,
+                                                   days: list[tuple[str, str]]) -> None:
+    assert _days(happened(text, date(2024, 5, 15))[1:]) == days
 
 
 @pytest.mark.parametrize("said", [date(9999, 12, 31), date(1, 1, 1)])
