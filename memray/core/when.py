@@ -99,7 +99,7 @@ _DATES_EN = re.compile(
 # 6月初 / 上旬 (days 1-10), 6月中 / 中旬 (11-20), 6月底 / 末 / 下旬 (21 to the end), 中下旬,
 # 上中旬; not 6月初三 (a day) or 6月初中毕业, and 中 only before a pronoun, 的 or no word
 # (6月中我们去了…; 6月中考, 6月中美会谈, 7月中暑, 6月中午 are no third)
-_ZH_THIRD = (r"上中旬|中下旬|上旬|中旬|下旬|初(?![一二三四五六七八九十中])|底|末|"
+_ZH_THIRD = (r"上半月|下半月|上中旬|中下旬|上旬|中旬|下旬|初(?![一二三四五六七八九十中])|底|末|"
              r"中(?![\u3400-\u9fff])|中(?=[的我你他她咱])")
 _DATES_ZH = re.compile(
     rf"({_YEAR})年(?!的?[春夏秋冬][天季])(?:([\d{_ZH_NUM}]{{1,3}})月(?:([\d{_ZH_NUM}]{{1,3}})[日号]|({_ZH_THIRD}))?)?|"
@@ -109,7 +109,8 @@ _MAY_NAME_A_DATE = re.compile(r"\d|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|
                               re.IGNORECASE)
 # "mid-July", "early June 2023", "the end of June"; "July 4th", "on May 5" (no year)
 _MONTH_PART_NAMED_EN = re.compile(
-    rf"\b(?:(?:the )?(beginning|start|middle|end) of |(early|mid|late)[- ]){_MON}"
+    rf"\b(?:(?:the )?(beginning|start|middle|end|first half|1st half|second half|2nd half) "
+    rf"of |(early|mid|late)[- ]){_MON}"
     rf"(?:,? ({_YEAR}))?\b|"
     rf"\b{_MON} {_DAY}\b(?![ ,]*\d)(?![:.]?\d)", re.IGNORECASE)
 
@@ -520,7 +521,8 @@ def _day(year: int, month: int, day: int) -> Span | None:
     return Span(d, d)
 
 
-_THIRDS = ((1, 10), (11, 20), (21, 31), (1, 20), (11, 31))  # the last two: 上中旬, 中下旬
+# thirds, then 上中旬 and 中下旬, then halves ("the first half of August", 下半月)
+_THIRDS = ((1, 10), (11, 20), (21, 31), (1, 20), (11, 31), (1, 15), (16, 31))
 YearOf = Callable[[int, int], "int | None"]  # (month, where it is named) -> its year
 
 
@@ -800,10 +802,11 @@ _HALF_EN = re.compile(
 # "the end of last month", "early next month", "the end of the month" (its tense decides
 # which), 上个月底, 这个月上旬, 月底 alone (not 3月底: a date; nor 腊月底, 蜜月中)
 _MONTH_PART_EN = re.compile(
-    r"\b(?:(?:the )?(beginning|start|middle|end) of (last|this|next|the)|"
+    r"\b(?:(?:the )?(beginning|start|middle|end|first half|1st half|second half|2nd half) "
+    r"of (last|this|next|the)|"
     r"(early|mid|late)[- ]?(last|this|next)) month\b", re.IGNORECASE)
 _MONTH_PART_ZH = re.compile(
-    rf"({_SHANG}|{_XIA}|这|{_BEN})个?月(上旬|中旬|下旬|初|中|底|末)|"
+    rf"({_SHANG}|{_XIA}|这|{_BEN})个?月的?(上半月|下半月|上旬|中旬|下旬|初|中|底|末)|"
     rf"(?<![\d{_ZH_NUM}个每岁年日明满蜜正腊半本上下这])月(上旬|中旬|下旬|"
     r"初(?![一二三四五六七八九十])|中(?![\u3400-\u9fff])|中(?=[的我你他她咱])|底|末)")
 # A day of the month alone: "on the 25th", "by the 3rd", 25号 (not 3号线, 5号电池, 38号鞋)
@@ -864,7 +867,8 @@ _THIS_TIME = re.compile(r"\b(?:around |about )?this time last year\b|"
 _SOON_ZH = re.compile(r"(?<![度经通超越难好熬错路住待呆玩不才只刚已])过(?:几|两|一两|两三)天(?!了)")
 _PARTS = {"beginning": 0, "start": 0, "early": 0, "初": 0, "上旬": 0, "middle": 1, "mid": 1,
           "中": 1, "中旬": 1, "end": 2, "late": 2, "底": 2, "末": 2, "下旬": 2, "上中旬": 3,
-          "中下旬": 4}
+          "中下旬": 4, "first half": 5, "1st half": 5, "上半月": 5, "second half": 6,
+          "2nd half": 6, "下半月": 6}
 # Parts of a year: "early 2024", "the end of last year", "mid-2023", "the first half of the
 # year", 2023年底, 去年年初, 今年上半年, 年底 (a year's thirds: January-April, May-August,
 # September-December; its halves). 年中 as 6月中: not before a word (今年中秋, 2023年中国),
