@@ -218,9 +218,47 @@ def named_dates(text: str, said: date | None = None, *,
                 taken.append(m.span())
         out += [span for m in _DATES_EN.finditer(text)
                 if not _inside_any(m, taken) and (span := _en_date(m, year))]
+    for m in _find(_DECADE, text):  # before 1990年代 reads as the year 1990
+        if span := _decade(m, said):
+            out.append(span)
+            taken.append(m.span())
     out += [span for m in _find(_DATES_ZH, text)
             if not _inside_any(m, taken) and (span := _zh_date(m, year))]
     return out
+
+
+def _decade(m: re.Match[str], said: date | None) -> Span | None:
+    """"the 1990s", "the 90s", "the nineties", 九十年代, 上世纪80年代: ten years. Without
+    its century, the latest such decade begun by the day said (today for a question);
+    "in the 40s" in a text about temperature is no decade."""
+    century, tens4, tens2, word, zh_century, tens_zh, tens_hanzi = m.groups()
+    if century or zh_century:
+        start = int(century or zh_century) * 100 + int(tens4 or tens_zh) * 10
+    else:
+        if _TEMPERATURE.search(m.string):
+            return None
+        tens = (int(tens2 or tens_zh) if (tens2 or tens_zh)
+                else _DECADE_WORDS.get((word or "").lower()) or _zh_int(tens_hanzi or ""))
+        if tens is None:
+            return None
+        if "世纪" in m.group():  # 上世纪: the 1900s
+            start = 1900 + tens * 10
+        else:
+            now = (said or date.today()).year
+            start = 2000 + tens * 10 if 2000 + tens * 10 <= now else 1900 + tens * 10
+    return Span(date(start, 1, 1), date(start + 9, 12, 31))
+
+
+_DECADE = re.compile(
+    r"\bthe (?:(19|20)(\d)0s|['\u2019]?(\d)0['\u2019]?s|(twenties|thirties|forties|fifties|"
+    r"sixties|seventies|eighties|nineties))\b|"
+    r"(?:上个?世纪|(19|20))?(?:(\d)0|([一二三四五六七八九])十)年代", re.IGNORECASE)
+_DECADE_WORDS = {w: i for i, w in enumerate(
+    ("", "", "twenties", "thirties", "forties", "fifties", "sixties", "seventies", "eighties",
+     "nineties")) if w}
+# Where "the 40s" is a temperature
+_TEMPERATURE = re.compile(r"\b(?:degrees?|temps?|temperatures?|weather|hot|cold|warm|cool|"
+                          r"highs?|lows?|fahrenheit|celsius)\b|°|度|气温|温度", re.IGNORECASE)
 
 
 def _written_year(m: re.Match[str]) -> bool:
@@ -1342,6 +1380,7 @@ _GATES: dict[re.Pattern[str], re.Pattern[str]] = {
     _EARLIER_EN: re.compile(r"earlier", re.IGNORECASE),
     _BEFORE_LAST_EN: re.compile(r"before last|after next", re.IGNORECASE),
     _WEEKEND_ALONE: re.compile(r"weekend|周末", re.IGNORECASE),
+    _DECADE: re.compile(r"0['\u2019]?s|ties\b|年代", re.IGNORECASE),
 }
 
 

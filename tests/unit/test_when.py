@@ -707,6 +707,13 @@ def test_a_present_tense_that_schedules_nothing(text: str) -> None:
     ("the second half of last month was busy", date(2026, 7, 12), ("2026-06-16", "2026-06-30")),
     ("8月上半月我要出差", date(2026, 7, 12), ("2026-08-01", "2026-08-15")),
     ("下个月下半月去旅游", date(2026, 7, 12), ("2026-08-16", "2026-08-31")),
+    # decades
+    ("I grew up in Ohio in the 90s", date(2026, 5, 9), ("1990-01-01", "1999-12-31")),
+    ("back in the '70s my dad drove a truck", date(2026, 5, 9), ("1970-01-01", "1979-12-31")),
+    ("the 20s were a blur", date(2026, 5, 9), ("2020-01-01", "2029-12-31")),
+    ("we lived in Shanghai in the nineties", date(2026, 5, 9), ("1990-01-01", "1999-12-31")),
+    ("上世纪80年代我爸下海了", date(2026, 5, 9), ("1980-01-01", "1989-12-31")),
+    ("2010年代我在北京", date(2026, 5, 9), ("2010-01-01", "2019-12-31")),
 ])
 def test_days_of_counted_months_deadlines_and_ranges(text: str, said: date,
                                                      days: tuple[str, str]) -> None:
@@ -739,6 +746,9 @@ def test_a_question_about_a_day_of_next_month() -> None:
     ("The party is on Friday the 13th", [("2024-09-13", "2024-09-13")]),
     ("we met on Monday the 6th", [("2024-05-06", "2024-05-06")]),
     ("My favourite day is Sunday", []),
+    # an age or a temperature is no decade
+    ("in her 30s she moved to Lyon", []),
+    ("it was in the 40s this morning, so cold", []),
 ])
 def test_what_a_review_of_the_schedule_forms_found(text: str,
                                                    days: list[tuple[str, str]]) -> None:
