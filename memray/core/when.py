@@ -521,8 +521,9 @@ def _fixed_in_month(text: str) -> tuple[re.Match[str], ...]:
     """A month of a year counted from the day said (去年三月) and an nth weekday of a month
     ("the first weekend of May"): both need that day, so `_relative` reads them."""
     ranges = (*_find(_RANGE_EN, text), *_find(_RANGE_ZH, text))
+    spans = [r.span() for r in ranges]
     days = [m for m in (*_find(_COUNTED_DAY_EN, text), *_find(_COUNTED_DAY_ZH, text))
-            if not _inside_any(m, [r.span() for r in ranges])]  # not a range's first day
+            if not _inside_any(m, spans)]  # not a range's first day
     return (*ranges, *days, *_find(_YEAR_MONTH_ZH, text),
             *_find(_NTH_OF_MONTH_EN, text), *_find(_NTH_OF_MONTH_ZH, text))
 
@@ -779,7 +780,7 @@ def _day_range(m: re.Match[str], day: date) -> Span | None:
     if first is None or last is None or not 1 <= first < last <= 31:
         return None
     if month is not None:
-        y = int(written) if written else (_year_of(m.string, day)(month, m.start()) or day.year)
+        y = _range_year(m, day, written, month)
     else:
         counted = _shift(day, step if step is not None else _month_of(m, day, (first, last)),
                          "month").lo
@@ -795,9 +796,14 @@ def _months_range(m: re.Match[str], day: date, written: str | None,
     (month, first), (to_month, last) = start, end
     if first is None or last is None or not 1 <= month <= 12 or not 1 <= to_month <= 12:
         return None
-    y = int(written) if written else (_year_of(m.string, day)(month, m.start()) or day.year)
+    y = _range_year(m, day, written, month)
     lo, hi = _day(y, month, first), _day(y + (to_month < month), to_month, last)
     return None if lo is None or hi is None or hi.lo < lo.lo else Span(lo.lo, hi.hi)
+
+
+def _range_year(m: re.Match[str], day: date, written: str | None, month: int) -> int:
+    """The year of a range's named first month: written out, else as a month named alone."""
+    return int(written) if written else (_year_of(m.string, day)(month, m.start()) or day.year)
 
 
 def _counted_day(m: re.Match[str], day: date) -> Span | None:
@@ -852,6 +858,9 @@ _MONTH_PART_ZH = re.compile(
 _AFTER_A_DAY = (r"(?:and|or|but|at|in|on|to|for|so|because|when|while|if|then|i|we|you|he|"
                 r"she|they|it|my|our|his|her|their|this|that|the|a|an|with|from|until|till|"
                 r"through|before|after|next|last|is|was|will|again|too|as|around|about)")
+# A day of the month that ends its clause ("my flight is the 14th."), and a weekday's name
+_ENDS_CLAUSE = r"(?=\s*(?:$|[.,!?;:)]|(?:at|and|but|so|because)\b))"
+_FULL_WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
 _NTH_EN = re.compile(rf"\b(?:on|by|until|till|since|from|before|after) the (\d{{1,2}})"
                      rf"(?:st|nd|rd|th)\b(?! of\b)(?![ ,]+(?:{_MONTH})\b)"
                      # "on the 3rd floor", "by the 4th round": an ordinal before a noun
@@ -859,9 +868,9 @@ _NTH_EN = re.compile(rf"\b(?:on|by|until|till|since|from|before|after) the (\d{{
                      # "my flight is the 14th", "it was the 3rd": at the end of a clause
                      # (not "I was the 2nd in line", "the 3rd to arrive")
                      rf"(?:\b(?:is|was|are|were)|['\u2019]s) the (\d{{1,2}})(?:st|nd|rd|th)\b"
-                     rf"(?=\s*(?:$|[.,!?;:)]|(?:at|and|but|so|because)\b))|"
+                     rf"{_ENDS_CLAUSE}|"
                      # "Friday the 13th": the date, which the weekday only confirms
-                     rf"\b((?:mon|tues|wednes|thurs|fri|satur|sun)day),? the (\d{{1,2}})"
+                     rf"\b({_FULL_WEEKDAY}),? the (\d{{1,2}})"
                      rf"(?:st|nd|rd|th)\b(?! of\b)(?![ ,]+(?:{_MONTH})\b)", re.IGNORECASE)
 # What N号 numbers before it: 3号线, 5号电池, 38号鞋, 3号选手, 9号公路 are no day
 _HAO_NOUN = "线楼门床位房馆机车厅桌柜窗口码球字电院鞋选种病公路街巷队台站包箱店厂仓地桥段色键"
@@ -945,8 +954,7 @@ _SEASON_ALONE = re.compile(r"\b(?:in|over|during|through|throughout|for) the (sp
                            r"autumn|fall|winter)\b(?![ ,]*(?:of\b|\d))", re.IGNORECASE)
 _EARLIER_EN = re.compile(r"\bearlier this (week|month|year)\b", re.IGNORECASE)
 _BEFORE_LAST_EN = re.compile(
-    rf"\b(?:the (week|weekend|month|year|{_WEEKDAY})|((?:mon|tues|wednes|thurs|fri|satur|"
-    rf"sun)day)) (before last|after next)\b"
+    rf"\b(?:the (week|weekend|month|year|{_WEEKDAY})|({_FULL_WEEKDAY})) (before last|after next)\b"
     # not "a month before last summer", "before last year's", "a week before last Monday"
     rf"(?!['\u2019]s|\s+(?:years?|weeks?|weekends?|months?|summer|winter|spring|autumn|fall|"
     rf"night|time|{_WEEKDAY})\b)", re.IGNORECASE)
@@ -1182,14 +1190,13 @@ _PLAN = re.compile(r"\b(?:will|won['\u2019]t|shall|would|going to|gonna|plan|pla
 # "my flight's the 14th", "the exam is in March", 周五有个会. Not "it's Friday", "today is
 # the 14th" (the day it is said), "my favourite day is Sunday", a possessive ("at Joe's on
 # Monday"), an ordinal before a noun ("is in the 3rd grade"), "is in March's report".
+_NOT_NOW = r"(?<!\bit )(?<!today )(?<!that )"  # before " is": the day it is said
+_NOT_NOW_S = r"(?<!\bit)(?<!today)(?<!that)"  # before "'s"
 _SCHEDULED = re.compile(
-    rf"(?<!\bit )(?<!today )(?<!that )(?<!day )\b(?:is|are) (?:on |in )?the \d{{1,2}}"
-    rf"(?:st|nd|rd|th)\b(?=\s*(?:$|[.,!?;:)]|(?:at|and|but|so|because)\b))|"
-    rf"(?<!\bit)(?<!today)(?<!that)['\u2019]s the \d{{1,2}}(?:st|nd|rd|th)\b"
-    rf"(?=\s*(?:$|[.,!?;:)]|(?:at|and|but|so|because)\b))|"
-    rf"(?<!\bit )(?<!today )(?<!that )(?<!day )\b(?:is|are) (?:on )?"
-    rf"(?:mon|tues|wednes|thurs|fri|satur|sun)day\b|"
-    rf"(?<!\bit)(?<!today)(?<!that)['\u2019]s (?:mon|tues|wednes|thurs|fri|satur|sun)day\b|"
+    rf"{_NOT_NOW}(?<!day )\b(?:is|are) (?:on |in )?the \d{{1,2}}(?:st|nd|rd|th)\b{_ENDS_CLAUSE}|"
+    rf"{_NOT_NOW_S}['\u2019]s the \d{{1,2}}(?:st|nd|rd|th)\b{_ENDS_CLAUSE}|"
+    rf"{_NOT_NOW}(?<!day )\b(?:is|are) (?:on )?{_FULL_WEEKDAY}\b|"
+    rf"{_NOT_NOW_S}['\u2019]s {_FULL_WEEKDAY}\b|"
     rf"\b(?:is|are) in (?:{_MONTH})\b(?!['\u2019]s| of\b)|"
     r"(?:(?:周|星期|礼拜)[一二三四五六日天]|[\d一二三四五六七八九十]号)"
     r"(?:上午|下午|中午|晚上|早上)?有一?个", re.IGNORECASE)
