@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from llm_server import LLMServer
 from llm_server import available as llm_missing
+from local_ray import start_local_ray
 from milvus_server import MilvusServer
 
 from memray.embed.cache import CachedEmbedder
@@ -42,22 +43,7 @@ def local_ray() -> Iterator[None]:
     """A local Ray with 2 CPUs (CI's size) for one test module of the batch jobs."""
     import ray
 
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    # Ray gives its raylet a fixed 30 s to register and then raises a bare Exception; on
-    # a busy machine (the packaged LLM loading beside it) that is a slow start, not a
-    # failure, so it is tried again before the module errors.
-    for attempt in range(1, 4):
-        try:
-            ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-                     runtime_env={"env_vars": {"RAY_AUTH_MODE": "disabled"}})
-            break
-        except Exception as exc:
-            ray.shutdown()
-            if "timed out during startup" not in str(exc):
-                raise
-            if attempt == 3:
-                raise RuntimeError("local Ray did not start in 3 tries: its raylet did not "
-                                   "register with the GCS within Ray's 30 s each") from exc
+    start_local_ray(2, runtime_env={"env_vars": {"RAY_AUTH_MODE": "disabled"}})
     yield
     ray.shutdown()
 

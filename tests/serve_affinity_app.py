@@ -15,6 +15,7 @@ from collections import Counter
 
 import httpx
 import ray
+from local_ray import start_local_ray
 from ray import serve
 from starlette.requests import Request
 
@@ -31,7 +32,7 @@ def main() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    start_local_ray(2)
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     serve.run(Who.bind(), name="who", route_prefix="/")
     url = f"http://127.0.0.1:{port}/"

@@ -3,13 +3,13 @@ the same builder the serve configs use; the LLM extractor against a scripted ser
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from local_ray import start_local_ray
 from milvus_server import free_port
 from openai_stub import Reply, ScriptedOpenAI
 
@@ -31,11 +31,9 @@ def llm() -> Iterator[ScriptedOpenAI]:
 def base_url(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedOpenAI) -> Iterator[str]:
     from memray.serve import build_app
 
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     # Two apps, three replicas of one logical CPU each (Serve's default); the machine
     # itself may have 2 cores: logical CPUs only place actors.
-    ray.init(address="local", num_cpus=3, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"RAY_AUTH_MODE": "disabled"}})
+    start_local_ray(3, runtime_env={"env_vars": {"RAY_AUTH_MODE": "disabled"}})
     port = free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     args: dict[str, Any] = {
