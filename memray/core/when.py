@@ -436,6 +436,12 @@ def _tells_plan(text: str) -> bool:
     return _holds(_PLAN, text) or (_holds(_SCHEDULED, text) and not _holds(_PAST, text))
 
 
+def _tells_ahead(clause: str) -> bool:
+    """A plan, or a deadline not told in the past: "the rent is due on the 1st", "I'm in
+    Lyon until January" (ahead), but "I was in Lyon until October 5th" (over)."""
+    return _tells_plan(clause) or (_holds(_DEADLINE, clause) and not _tells_past(clause))
+
+
 @functools.lru_cache(maxsize=1024)
 def _tells_past(text: str) -> bool:
     """A past form and no mark of a plan, a wish or a reminder (要, 别, "I'll", "plan");
@@ -569,8 +575,8 @@ def _year_of(text: str, said: date | None) -> YearOf:
     """The year of a month `text` names without one, the text said on `said`: the year it
     was said, unless its clause tells of the past and the month is still to come then ("we
     went to Japan in August" said in June, "since October" said in January: last year's),
-    or tells of a plan and the month is over ("I'm flying home in January" said in
-    December, "the baby is due in mid-Jan": next year's). No day said (a question): None,
+    or looks ahead (`_tells_ahead`) and the month is over ("I'm flying home in January"
+    said in December, "the baby is due in mid-Jan": next year's). No day said (a question): None,
     any year."""
     if said is None:
         return lambda month, at: None
@@ -580,7 +586,7 @@ def _year_of(text: str, said: date | None) -> YearOf:
         aimed = _FOR.search(text, max(0, at - 8), at)  # "my goals for the second half"
         if month > said.month and not aimed and (_tells_past(clause) or _holds(_SINCE, clause)):
             return said.year - 1
-        if month < said.month and (_tells_plan(clause) or _holds(_DUE, clause)):
+        if month < said.month and _tells_ahead(clause):
             return said.year + 1
         return said.year
     return year_of
@@ -588,8 +594,7 @@ def _year_of(text: str, said: date | None) -> YearOf:
 
 # What places a month named alone in the past or to come, beside _PAST and _PLAN
 _SINCE = re.compile(r"\b(?:since|back in|last)\b", re.IGNORECASE)
-_DUE = re.compile(r"\b(?:due|until)\b", re.IGNORECASE)
-_DEADLINE = re.compile(r"\bdue\b", re.IGNORECASE)  # "until the 10th" may be over
+_DEADLINE = re.compile(r"\b(?:due|until|till)\b|到期", re.IGNORECASE)
 _FOR = re.compile(r"\bfor (?:the )?$", re.IGNORECASE)
 _CLAUSE_OR_COLON = re.compile(r"[;,.!?\n，。；！？:：]")
 
@@ -1098,12 +1103,12 @@ def _month_part(m: re.Match[str], day: date) -> Span | None:
 def _month_of(m: re.Match[str], day: date, days: tuple[int, int]) -> int:
     """Which month, counted from `day`'s, holds `days` named without their month ("the
     25th", 月底): the last one where its clause tells of the past and they are still to
-    come, the next one where it tells of a plan and they are over, else this one."""
+    come, the next one where it looks ahead (`_tells_ahead`) and they are over, else this
+    one."""
     clause = _clause_at(m.string, m.start())
     if days[0] > day.day and _tells_past(clause):
         return -1
-    if days[1] < day.day and (_tells_plan(clause) or (
-            _holds(_DEADLINE, clause) and not _tells_past(clause))):
+    if days[1] < day.day and _tells_ahead(clause):
         return 1
     return 0
 

@@ -755,6 +755,23 @@ def test_what_a_review_of_the_schedule_forms_found(text: str,
     assert _days(happened(text, date(2024, 5, 15))[1:]) == days
 
 
+@pytest.mark.parametrize(("text", "days"), [  # said on Sunday 15 December 2024
+    # one rule for what lies ahead, for a month alone as for a day alone: a plan, or a
+    # deadline ("due", "until", 到期) in a clause that tells no past
+    ("I was in Lyon until October 5th", [("2024-10-05", "2024-10-05")]),
+    ("We stayed with my parents until the 10th", [("2024-12-10", "2024-12-10")]),
+    ("I'm in Lyon until January 5th", [("2025-01-05", "2025-01-05")]),
+    ("I'm away till the 10th", [("2025-01-10", "2025-01-10")]),
+    ("The library books are due on the 3rd", [("2025-01-03", "2025-01-03")]),
+    ("The essay was due on the 3rd", [("2024-12-03", "2024-12-03")]),
+    ("房租5号到期", [("2025-01-05", "2025-01-05")]),
+    ("房租5号到期了", [("2024-12-05", "2024-12-05")]),
+])
+def test_a_deadline_lies_ahead_unless_told_in_the_past(text: str,
+                                                       days: list[tuple[str, str]]) -> None:
+    assert _days(happened(text, date(2024, 12, 15))[1:]) == days
+
+
 @pytest.mark.parametrize("said", [date(9999, 12, 31), date(1, 1, 1)])
 def test_a_time_at_the_calendars_edge_is_no_error(said: date) -> None:
     for text in ("过几天再说", "十一期间", "周末我去了", "明年春节", "Q4 next year"):
