@@ -1,13 +1,18 @@
 """Holidays and festivals as days of a year, so "what did I do at Christmas?", 去年春节 and
 "I spent Easter at my parents'" place something in time: fixed dates (Christmas, New Year,
-Valentine's Day, Halloween, Hogmanay, 元旦, 国庆节, 五一, 双十一), Easter (computed), the US
-Thanksgiving and Black Friday, Fourth of July, Memorial Day and Labor Day (by these names
-only: Independence Day, Labour Day and Mother's Day fall on other days in other countries),
-and the Chinese lunisolar festivals and solar terms (春节 or "Chinese New Year", 除夕, 元宵节,
-端午节, 中秋节, 清明, 冬至), 十一 as a holiday (十一期间), and 年前, the three weeks before 春节.
+NYE, Valentine's Day, April Fools', St Patrick's Day, Halloween, Hogmanay, 元旦, 妇女节, 植树节,
+教师节, 国庆节, 五一, 双十一, and the shopping days 618 and 520 where they are days), Easter
+(computed), the US Thanksgiving and Black Friday, Fourth of July, Memorial Day and Labor Day
+(by these names only: Independence Day and Labour Day fall on other days in other
+countries), Mother's Day and Father's Day (母亲节, 父亲节: the second Sunday of May and the
+third of June, as in the US and China; the UK's Mothering Sunday is not read), and the
+Chinese lunisolar festivals and solar terms (春节 or "Chinese New Year", 除夕, 元宵节, 端午节,
+七夕, 中秋节, 重阳节, 清明, 冬至), 十一 as a holiday (十一期间), and 年前, the three weeks
+before 春节.
 
 The lunisolar dates come from a table for 1990-2060, generated once from the MIT-licensed
-`holidays` package (`holidays.calendars.chinese`), so nothing is computed or installed at
+`holidays` package (`holidays.calendars.chinese`; 七夕, which it lacks, from `lunardate`,
+and both checked against `lunar-python`), so nothing is computed or installed at
 run time; a year outside it names no festival.
 """
 
@@ -19,34 +24,46 @@ from datetime import date, timedelta
 from typing import NamedTuple
 
 FIRST_YEAR = 1990
-# Per year from FIRST_YEAR: 春节 (the first day), 端午, 中秋, 清明, 冬至, as MMDD.
+# Per year from FIRST_YEAR: 春节 (the first day), 端午, 中秋, 清明, 冬至, 七夕, 重阳, as MMDD.
 _LUNISOLAR = (
-    '0127 0528 1003 0405 1222', '0215 0616 0922 0405 1222', '0204 0605 0911 0404 1221',
-    '0123 0624 0930 0405 1222', '0210 0613 0920 0405 1222', '0131 0602 0909 0405 1222',
-    '0219 0620 0927 0404 1221', '0207 0609 0916 0405 1222', '0128 0530 1005 0405 1222',
-    '0216 0618 0924 0405 1222', '0205 0606 0912 0404 1221', '0124 0625 1001 0405 1222',
-    '0212 0615 0921 0405 1222', '0201 0604 0911 0405 1222', '0122 0622 0928 0404 1221',
-    '0209 0611 0918 0405 1222', '0129 0531 1006 0405 1222', '0218 0619 0925 0405 1222',
-    '0207 0608 0914 0404 1221', '0126 0528 1003 0404 1222', '0214 0616 0922 0405 1222',
-    '0203 0606 0912 0405 1222', '0123 0623 0930 0404 1221', '0210 0612 0919 0404 1222',
-    '0131 0602 0908 0405 1222', '0219 0620 0927 0405 1222', '0208 0609 0915 0404 1221',
-    '0128 0530 1004 0404 1222', '0216 0618 0924 0405 1222', '0205 0607 0913 0405 1222',
-    '0125 0625 1001 0404 1221', '0212 0614 0921 0404 1221', '0201 0603 0910 0405 1222',
-    '0122 0622 0929 0405 1222', '0210 0610 0917 0404 1221', '0129 0531 1006 0404 1221',
-    '0217 0619 0925 0405 1222', '0206 0609 0915 0405 1222', '0126 0528 1003 0404 1221',
-    '0213 0616 0922 0404 1221', '0203 0605 0912 0405 1222', '0123 0624 1001 0405 1222',
-    '0211 0612 0919 0404 1221', '0131 0601 0908 0404 1221', '0219 0620 0927 0405 1222',
-    '0208 0610 0916 0405 1222', '0128 0530 1004 0404 1221', '0215 0618 0924 0404 1221',
-    '0204 0607 0913 0405 1222', '0124 0527 1002 0405 1222', '0212 0614 0920 0404 1221',
-    '0201 0603 0910 0404 1221', '0122 0622 0928 0404 1222', '0210 0611 0917 0405 1222',
-    '0130 0531 1005 0404 1221', '0217 0619 0925 0404 1221', '0206 0608 0915 0404 1222',
-    '0126 0529 1004 0405 1222', '0214 0615 0922 0404 1221', '0202 0604 0911 0404 1221',
-    '0123 0623 0930 0404 1222', '0211 0613 0919 0405 1222', '0201 0601 0907 0404 1221',
-    '0219 0620 0926 0404 1221', '0208 0610 0916 0404 1222', '0128 0530 1005 0405 1222',
-    '0215 0617 0924 0404 1221', '0204 0606 0913 0404 1221', '0124 0625 1002 0404 1221',
-    '0212 0614 0921 0405 1222', '0202 0603 0909 0404 1221',
+    '0127 0528 1003 0405 1222 0826 1026', '0215 0616 0922 0405 1222 0816 1016',
+    '0204 0605 0911 0404 1221 0805 1004', '0123 0624 0930 0405 1222 0824 1023',
+    '0210 0613 0920 0405 1222 0813 1013', '0131 0602 0909 0405 1222 0802 1101',
+    '0219 0620 0927 0404 1221 0820 1020', '0207 0609 0916 0405 1222 0809 1010',
+    '0128 0530 1005 0405 1222 0828 1028', '0216 0618 0924 0405 1222 0817 1017',
+    '0205 0606 0912 0404 1221 0806 1006', '0124 0625 1001 0405 1222 0825 1025',
+    '0212 0615 0921 0405 1222 0815 1014', '0201 0604 0911 0405 1222 0804 1004',
+    '0122 0622 0928 0404 1221 0822 1022', '0209 0611 0918 0405 1222 0811 1011',
+    '0129 0531 1006 0405 1222 0731 1030', '0218 0619 0925 0405 1222 0819 1019',
+    '0207 0608 0914 0404 1221 0807 1007', '0126 0528 1003 0404 1222 0826 1026',
+    '0214 0616 0922 0405 1222 0816 1016', '0203 0606 0912 0405 1222 0806 1005',
+    '0123 0623 0930 0404 1221 0823 1023', '0210 0612 0919 0404 1222 0813 1013',
+    '0131 0602 0908 0405 1222 0802 1002', '0219 0620 0927 0405 1222 0820 1021',
+    '0208 0609 0915 0404 1221 0809 1009', '0128 0530 1004 0404 1222 0828 1028',
+    '0216 0618 0924 0405 1222 0817 1017', '0205 0607 0913 0405 1222 0807 1007',
+    '0125 0625 1001 0404 1221 0825 1025', '0212 0614 0921 0404 1221 0814 1014',
+    '0201 0603 0910 0405 1222 0804 1004', '0122 0622 0929 0405 1222 0822 1023',
+    '0210 0610 0917 0404 1221 0810 1011', '0129 0531 1006 0404 1221 0829 1029',
+    '0217 0619 0925 0405 1222 0819 1018', '0206 0609 0915 0405 1222 0808 1008',
+    '0126 0528 1003 0404 1221 0826 1026', '0213 0616 0922 0404 1221 0816 1016',
+    '0203 0605 0912 0405 1222 0805 1005', '0123 0624 1001 0405 1222 0824 1024',
+    '0211 0612 0919 0404 1221 0812 1012', '0131 0601 0908 0404 1221 0801 1001',
+    '0219 0620 0927 0405 1222 0820 1020', '0208 0610 0916 0405 1222 0810 1009',
+    '0128 0530 1004 0404 1221 0828 1027', '0215 0618 0924 0404 1221 0817 1017',
+    '0204 0607 0913 0405 1222 0807 1007', '0124 0527 1002 0405 1222 0826 1026',
+    '0212 0614 0920 0404 1221 0814 1014', '0201 0603 0910 0404 1221 0803 1003',
+    '0122 0622 0928 0404 1222 0822 1022', '0210 0611 0917 0405 1222 0811 1011',
+    '0130 0531 1005 0404 1221 0731 1029', '0217 0619 0925 0404 1221 0819 1018',
+    '0206 0608 0915 0404 1222 0808 1008', '0126 0529 1004 0405 1222 0827 1027',
+    '0214 0615 0922 0404 1221 0816 1016', '0202 0604 0911 0404 1221 0805 1005',
+    '0123 0623 0930 0404 1222 0823 1024', '0211 0613 0919 0405 1222 0812 1013',
+    '0201 0601 0907 0404 1221 0801 1030', '0219 0620 0926 0404 1221 0820 1020',
+    '0208 0610 0916 0404 1222 0810 1009', '0128 0530 1005 0405 1222 0829 1028',
+    '0215 0617 0924 0404 1221 0817 1017', '0204 0606 0913 0404 1221 0806 1007',
+    '0124 0625 1002 0404 1221 0825 1025', '0212 0614 0921 0405 1222 0814 1014',
+    '0202 0603 0909 0404 1221 0802 1002',
 )
-_SPRING, _DRAGON_BOAT, _MID_AUTUMN, _QINGMING, _WINTER_SOLSTICE = range(5)
+_SPRING, _DRAGON_BOAT, _MID_AUTUMN, _QINGMING, _WINTER_SOLSTICE, _QIXI, _DOUBLE_NINTH = range(7)
 
 
 Days = Callable[[int], tuple[date, date] | None]
@@ -110,6 +127,16 @@ def _monday_weekend(month: int, nth: int) -> Callable[[int], tuple[date, date]]:
     return days
 
 
+def _nth_sunday(month: int, nth: int) -> Callable[[int], tuple[date, date]]:
+    """The `nth` Sunday of `month` (Mother's Day, Father's Day)."""
+    def days(year: int) -> tuple[date, date]:
+        first = date(year, month, 1)
+        sunday = first + timedelta(days=(6 - first.weekday()) % 7 + 7 * (nth - 1))
+        return sunday, sunday
+
+    return days
+
+
 def _thanksgiving(year: int) -> tuple[date, date]:
     """The US one: the fourth Thursday of November, through its weekend."""
     first = date(year, 11, 1)
@@ -139,6 +166,8 @@ _DAYS: dict[str, Days] = {
     "memorial day": _monday_weekend(5, -1), "labor day": _monday_weekend(9, 1),
     "easter": _easter(2, 1), "easter weekend": _easter(2, 1), "easter sunday": _easter(0, 0),
     "easter monday": _easter(-1, 1), "good friday": _easter(2, -2),
+    "mother's day": _nth_sunday(5, 2), "father's day": _nth_sunday(6, 3),
+    "april fools' day": _fixed(4, 1), "st patrick's day": _fixed(3, 17),
     "双十一": _fixed(11, 11), "双11": _fixed(11, 11), "光棍节": _fixed(11, 11),
     "双十二": _fixed(12, 12), "双12": _fixed(12, 12),
     "圣诞": _fixed(12, 24, 2), "圣诞节": _fixed(12, 24, 2), "平安夜": _fixed(12, 24),
@@ -151,6 +180,11 @@ _DAYS: dict[str, Days] = {
     "大年初一": _lunisolar(_SPRING), "元宵节": _lunisolar(_SPRING, -14, 14),
     "端午": _lunisolar(_DRAGON_BOAT), "端午节": _lunisolar(_DRAGON_BOAT),
     "中秋": _lunisolar(_MID_AUTUMN), "中秋节": _lunisolar(_MID_AUTUMN),
+    "七夕": _lunisolar(_QIXI), "七夕节": _lunisolar(_QIXI),
+    "重阳": _lunisolar(_DOUBLE_NINTH), "重阳节": _lunisolar(_DOUBLE_NINTH),
+    "母亲节": _nth_sunday(5, 2), "父亲节": _nth_sunday(6, 3), "教师节": _fixed(9, 10),
+    "妇女节": _fixed(3, 8), "三八节": _fixed(3, 8), "愚人节": _fixed(4, 1), "植树节": _fixed(3, 12),
+    "618": _fixed(6, 18), "520": _fixed(5, 20),
     "清明节": _lunisolar(_QINGMING), "冬至": _lunisolar(_WINTER_SOLSTICE),
 }
 _EN = re.compile(
@@ -159,7 +193,9 @@ _EN = re.compile(
     r"black friday|"
     r"new year['\u2019]?s (?:eve|day)|new year|valentine['\u2019]?s(?: day)?|halloween|"
     r"thanksgiving|hogmanay|fourth of july|memorial day|labor day|"
-    r"easter (?:weekend|sunday|monday)|easter|good friday)\b"
+    r"easter (?:weekend|sunday|monday)|easter|good friday|"
+    r"mother['\u2019]?s day|father['\u2019]?s day|april fools?['\u2019]?(?:s)?(?: day)?|"
+    r"(?:st\.?|saint) patrick['\u2019]?s day|(?-i:NYE))\b"
     r"(?:,? ((?:19|20)\d\d)\b| (last|this|next) year\b)?",  # "Christmas Day last year"
     re.IGNORECASE)
 _ZH = re.compile(r"(去年|今年|明年)?(?:((?:19|20)\d\d)年)?的?"
@@ -175,7 +211,11 @@ _ZH = re.compile(r"(去年|今年|明年)?(?:((?:19|20)\d\d)年)?的?"
                  r"(?<![\d〇零一二两三四五六七八九十百千万亿几多少干半数每这那当同次全新早些去今明前"
                  r"成周学童青晚老])"
                  r"年前|大年三十|大年初一|元宵节|端午节|端午|"
-                 r"中秋节|中秋|清明节|冬至)")
+                 r"中秋节|中秋|清明节|冬至|七夕节|七夕|重阳节|重阳|母亲节|父亲节|教师节|妇女节|三八节|"
+                 r"愚人节|植树节|"
+                 # the shopping days 618 and 520 only as days, not a room or a sum
+                 r"(?<![\d.])(?:618|520)(?=大促|购物节|活动|期间|那天|当天|的时候|打折|优惠|促销|"
+                 r"买|抢|囤|表白|送))")
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _STEP = {"last": -1, "this": 0, "next": 1, "去年": -1, "今年": 0, "明年": 1}
 
@@ -216,6 +256,15 @@ def _canonical(name: str) -> str:
     name = name.lower()
     if name.startswith("valentine"):
         return "valentine's day"
+    if name == "nye":
+        return "new year's eve"
+    if name.startswith(("mother", "father")):
+        return name[:6] + "'s day"
+    if name.startswith("april fool"):
+        return "april fools' day"
+    if name.endswith("patrick's day") or name.endswith("patrick\u2019s day") or \
+            name.endswith("patricks day"):
+        return "st patrick's day"
     if name.startswith("new year"):
         return {"e": "new year's eve", "y": "new year's day"}.get(name[-1], "new year")
     return name

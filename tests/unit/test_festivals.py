@@ -38,6 +38,14 @@ def test_easter(year: int, sunday: date) -> None:
     ("labor day", 2025, (date(2025, 8, 30), date(2025, 9, 1))),  # on the 1st
     ("fourth of july", 2025, (date(2025, 7, 4), date(2025, 7, 4))),
     ("hogmanay", 2024, (date(2024, 12, 31), date(2024, 12, 31))),
+    # 七夕 and 重阳 from lunardate and holidays, checked against lunar-python
+    ("七夕", 2022, (date(2022, 8, 4), date(2022, 8, 4))),
+    ("七夕", 2024, (date(2024, 8, 10), date(2024, 8, 10))),
+    ("重阳节", 2025, (date(2025, 10, 29), date(2025, 10, 29))),
+    ("mother's day", 2024, (date(2024, 5, 12), date(2024, 5, 12))),  # the 2nd Sunday of May
+    ("母亲节", 2026, (date(2026, 5, 10), date(2026, 5, 10))),
+    ("father's day", 2025, (date(2025, 6, 15), date(2025, 6, 15))),  # the 3rd Sunday of June
+    ("father's day", 2024, (date(2024, 6, 16), date(2024, 6, 16))),
 ])
 def test_the_days_a_festival_holds(name: str, year: int, days: tuple[date, date]) -> None:
     assert festivals.when(name, year) == days
@@ -63,6 +71,13 @@ def test_a_lunisolar_festival_outside_the_table_holds_no_days() -> None:
     ("去年冬至我吃了什么", date(2025, 3, 12), ("2024-12-21", "2024-12-21")),
     ("中秋节打算去哪", date(2025, 3, 12), ("2025-10-06", "2025-10-06")),  # a plan: the next
     ("2023年春节我在哪", date(2025, 3, 12), ("2023-01-21", "2023-01-28")),  # not all 2023
+    ("what did we do on NYE?", date(2025, 3, 12), ("2024-12-31", "2024-12-31")),
+    ("what did I get Mom for Mothers Day?", date(2025, 6, 1), ("2025-05-11", "2025-05-11")),
+    ("what prank did I pull on April Fools?", date(2025, 6, 1), ("2025-04-01", "2025-04-01")),
+    ("where was I on St. Patrick's Day?", date(2025, 6, 1), ("2025-03-17", "2025-03-17")),
+    ("去年七夕我们去哪了", date(2025, 3, 12), ("2024-08-10", "2024-08-10")),
+    ("教师节我送了什么", date(2025, 3, 12), ("2024-09-10", "2024-09-10")),
+    ("618大促我买了什么", date(2025, 7, 1), ("2025-06-18", "2025-06-18")),
 ])
 def test_a_festival_in_a_question_is_the_one_it_means(query: str, at: date,
                                                       days: tuple[str, str]) -> None:
@@ -79,6 +94,8 @@ def test_a_festival_in_a_memory_is_the_one_it_tells_of() -> None:
 
 @pytest.mark.parametrize("text", ["我吃了元宵", "这件事让人很难过年轻人不懂", "我在五一班",
                                   "新年快乐", "Easterly winds", "the Christmassy lights",
-                                  "What did we do on Independence Day?", "Labour Day plans?"])
+                                  "What did we do on Independence Day?", "Labour Day plans?",
+                                  "I watched Bill Nye", "我住在618房间", "花了520块",
+                                  "房号618"])
 def test_words_that_are_no_festival(text: str) -> None:
     assert asked(text, date(2025, 3, 12)) == []
