@@ -104,6 +104,20 @@ _ZH_THIRD = (r"上半月|下半月|上中旬|中下旬|上旬|中旬|下旬|初(
 _DATES_ZH = re.compile(
     rf"({_YEAR})年(?!的?[春夏秋冬][天季])(?:([\d{_ZH_NUM}]{{1,3}})月(?:([\d{_ZH_NUM}]{{1,3}})[日号]|({_ZH_THIRD}))?)?|"
     rf"([\d{_ZH_NUM}]{{1,3}})月(?:([\d{_ZH_NUM}]{{1,3}})[日号]|({_ZH_THIRD}))?")
+# Dates in figures: the year first (2024/3/5, 2024.03.05, 2024-3-5), the year last
+# (15.03.2027, 3/15/2025, 3/15/25: two figures only after slashes), no year ("on 3/15",
+# 3/15去医院): not a version (v1.2.3), an address (192.168.1.1), a time or a score
+_NOT_IN_FIGURES = r"(?<![\dA-Za-z./:-])"
+_NUMERIC_DATES = re.compile(
+    rf"{_NOT_IN_FIGURES}({_YEAR})([/.-])(\d{{1,2}})\2(\d{{1,2}})(?![\dA-Za-z/]|[.:-]\d)|"
+    rf"{_NOT_IN_FIGURES}(\d{{1,2}})([/.-])(\d{{1,2}})\6({_YEAR}|\d\d)(?![\dA-Za-z/]|[.:-]\d)|"
+    rf"{_NOT_IN_FIGURES}(\d{{1,2}})/(\d{{1,2}})(?![\dA-Za-z/]|[.:-]\d)")
+# Where a day and a month without a year are a date, not a fraction or a score ("3/4 of
+# the cake", "rated 4/5", 1/3的人): after a word that leads to a day, or before Chinese
+# that is no measure
+_BEFORE_FIGURES = re.compile(r"\b(?:on|by|until|till|til|thru|through|from|since|before|after|"
+                             r"due|starting|to|and|-)\s*$", re.IGNORECASE)
+_AFTER_FIGURES_ZH = re.compile(r"(?![的个之份杯块斤米克升人次倍分页集])[\u3400-\u9fff]")
 # What every English date names: a number or a month (a prefix of its name)
 _MAY_NAME_A_DATE = re.compile(r"\d|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)",
                               re.IGNORECASE)
@@ -211,6 +225,10 @@ def named_dates(text: str, said: date | None = None, *,
         if _written_year(m) and (span := _year_part(m, said, year=year)):
             out.append(span)
         taken.append(m.span())
+    for m in _find(_NUMERIC_DATES, text):
+        if span := _numeric_date(m, year):
+            out.append(span)
+            taken.append(m.span())
     if _MAY_NAME_A_DATE.search(text):  # most texts hold no digit and no month: ~40 us less
         for m in _find(_MONTH_PART_NAMED_EN, text):
             if not _inside_any(m, taken) and (span := _en_month_day(m, year)):
@@ -651,6 +669,31 @@ def _en_month_day(m: re.Match[str], year: YearOf) -> Span | None:
         return _in_month(year(month, m.start()), month, (int(day), int(day)))
     third, month = _THIRDS[_PARTS[(part or early).lower()]], _MONTHS[name.lower()]
     return _in_month(int(named_year) if named_year else year(month, m.start()), month, third)
+
+
+def _numeric_date(m: re.Match[str], year: YearOf) -> Span | None:
+    """A date in figures. With the year last or none, the order is the one that makes a
+    date (15/3 is the 15th of March), else the writer's: month first after a slash (the US,
+    China), day first after a dot or a hyphen (15.03, 15-03: most of Europe)."""
+    y_first, _, mm, dd, a, sep, b, y_last, na, nb = m.groups()
+    if y_first:
+        return _day(int(y_first), int(mm), int(dd))
+    if y_last:
+        if len(y_last) == 2 and sep != "/":
+            return None
+        month, day = _month_and_day(int(a), int(b), day_first=sep != "/")
+        return _day(int(y_last) + (2000 if len(y_last) == 2 else 0), month, day)
+    before, after = m.string[:m.start()], m.string[m.end():m.end() + 1]
+    if not (_BEFORE_FIGURES.search(before) or _AFTER_FIGURES_ZH.match(after)):
+        return None
+    month, day = _month_and_day(int(na), int(nb), day_first=False)
+    return _in_month(year(month, m.start()), month, (day, day)) if 1 <= month <= 12 else None
+
+
+def _month_and_day(a: int, b: int, *, day_first: bool) -> tuple[int, int]:
+    if a > 12 or (day_first and b <= 12):
+        return b, a
+    return a, b
 
 
 def _en_date(m: re.Match[str], year: YearOf) -> Span | None:

@@ -826,3 +826,36 @@ def test_a_range_of_days_is_read_whole(text: str, said: date,
 ])
 def test_what_is_no_range_of_days(text: str) -> None:
     assert _days(happened(text, date(2024, 5, 9))[1:]) == []
+
+
+@pytest.mark.parametrize(("text", "days"), [  # said on Wednesday 15 May 2024
+    ("I moved on 2024/3/5", [("2024-03-05", "2024-03-05")]),
+    ("we moved in 2024.03.05", [("2024-03-05", "2024-03-05")]),
+    ("I moved on 2024-3-5", [("2024-03-05", "2024-03-05")]),
+    ("my visa expired 15.03.2024", [("2024-03-15", "2024-03-15")]),  # day first after a dot
+    ("the lease ran out 04.03.2024", [("2024-03-04", "2024-03-04")]),
+    ("I signed it on 3/4/2024", [("2024-03-04", "2024-03-04")]),  # month first after a slash
+    ("I signed it on 15/3/2024", [("2024-03-15", "2024-03-15")]),  # unless that is no date
+    ("it was due 3/15/24", [("2024-03-15", "2024-03-15")]),
+    ("we met on 3/4", [("2024-03-04", "2024-03-04")]),
+    ("I got back on 15/3", [("2024-03-15", "2024-03-15")]),
+    ("我在4/20去了医院", [("2024-04-20", "2024-04-20")]),
+    # no date: a fraction, a score, a version, an address, a time, 24/7
+    ("I ate 3/4 of the cake", []),
+    ("I'd rate it 4/5", []),
+    ("三分之一，也就是1/3的人都去了", []),
+    ("we upgraded to version 1.2.3", []),
+    ("my router is at 192.168.1.1", []),
+    ("the shop is open 24/7", []),
+    ("we won 2-1 at 3:15", []),
+    ("the build 1.5.24 broke", []),
+])
+def test_dates_in_figures(text: str, days: list[tuple[str, str]]) -> None:
+    assert _days(happened(text, date(2024, 5, 15))[1:]) == days
+
+
+def test_a_date_in_figures_in_a_question() -> None:
+    assert _days(asked("what did I do on 2023/7/14?", date(2024, 5, 15))) == [
+        ("2023-07-14", "2023-07-14")]
+    (span,) = asked("what did I do on 7/14?", date(2024, 5, 15))
+    assert span.months == frozenset({7}) and span.days == (14, 14)
