@@ -185,7 +185,8 @@ _DAYS: dict[str, Days] = {
     "母亲节": _nth_sunday(5, 2), "父亲节": _nth_sunday(6, 3), "教师节": _fixed(9, 10),
     "妇女节": _fixed(3, 8), "三八节": _fixed(3, 8), "愚人节": _fixed(4, 1), "植树节": _fixed(3, 12),
     "618": _fixed(6, 18), "520": _fixed(5, 20),
-    "清明节": _lunisolar(_QINGMING), "冬至": _lunisolar(_WINTER_SOLSTICE),
+    "清明节": _lunisolar(_QINGMING), "清明": _lunisolar(_QINGMING),
+    "冬至": _lunisolar(_WINTER_SOLSTICE),
 }
 _EN = re.compile(
     r"\b(?:(last|this|next) )?(christmas (?:eve|day)|christmas|xmas|boxing day|"
@@ -211,7 +212,7 @@ _ZH = re.compile(r"(去年|今年|明年)?(?:((?:19|20)\d\d)年)?的?"
                  r"(?<![\d〇零一二两三四五六七八九十百千万亿几多少干半数每这那当同次全新早些去今明前"
                  r"成周学童青晚老])"
                  r"年前|大年三十|大年初一|元宵节|端午节|端午|"
-                 r"中秋节|中秋|清明节|冬至|七夕节|七夕|重阳节|重阳|母亲节|父亲节|教师节|妇女节|三八节|"
+                 r"中秋节|中秋|清明节|(?<![治志脑智神])清明(?!上河|节)|冬至|七夕节|七夕|重阳节|重阳|母亲节|父亲节|教师节|妇女节|三八节|"
                  r"愚人节|植树节|"
                  # the shopping days 618 and 520 only as days, not a room or a sum
                  r"(?<![\d.])(?:618|520)(?=大促|购物节|活动|期间|那天|当天|的时候|打折|优惠|促销|"

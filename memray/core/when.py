@@ -111,13 +111,22 @@ _NOT_IN_FIGURES = r"(?<![\dA-Za-z./:-])"
 _NUMERIC_DATES = re.compile(
     rf"{_NOT_IN_FIGURES}({_YEAR})([/.-])(\d{{1,2}})\2(\d{{1,2}})(?![\dA-Za-z/]|[.:-]\d)|"
     rf"{_NOT_IN_FIGURES}(\d{{1,2}})([/.-])(\d{{1,2}})\6({_YEAR}|\d\d)(?![\dA-Za-z/]|[.:-]\d)|"
-    rf"{_NOT_IN_FIGURES}(\d{{1,2}})/(\d{{1,2}})(?![\dA-Za-z/]|[.:-]\d)")
+    rf"{_NOT_IN_FIGURES}(\d{{1,2}})[/.](\d{{1,2}})(?![\dA-Za-z/]|[.:-]\d)")
 # Where a day and a month without a year are a date, not a fraction or a score ("3/4 of
 # the cake", "rated 4/5", 1/3的人): after a word that leads to a day, or before Chinese
 # that is no measure
 _BEFORE_FIGURES = re.compile(r"\b(?:on|by|until|till|til|thru|through|from|since|before|after|"
                              r"due|starting|to|and|-)\s*$", re.IGNORECASE)
-_AFTER_FIGURES_ZH = re.compile(r"(?![的个之份杯块斤米克升人次倍分页集])[\u3400-\u9fff]")
+_AFTER_FIGURES_ZH = re.compile(r" ?(?![的个之份杯块斤米克升人次倍分页集元万亿折度秒版号])"
+                               r"[\u3400-\u9fff]")
+# 4.15 is a date only where a clause starts or a word leads to a time, before Chinese (not
+# "涨了3.5个点", "版本2.1发布")
+_BEFORE_DOTTED_ZH = re.compile(r"(?:^|[,.!?;:，。！？；：\s]|在|于|从|到|是|等)$")
+# A year in two figures after an apostrophe: "born in '92", "since '19", "Mar 5th '24"
+# (not the decade "the '70s")
+_SHORT_YEAR_EN = re.compile(
+    rf"\b(?:{_MON} {_DAY},? |(?:in|during|since|of|by|from|until|till) )['\u2019](\d\d)\b"
+    r"(?!['\u2019]?s\b)", re.IGNORECASE)
 # What every English date names: a number or a month (a prefix of its name)
 _MAY_NAME_A_DATE = re.compile(r"\d|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)",
                               re.IGNORECASE)
@@ -227,6 +236,10 @@ def named_dates(text: str, said: date | None = None, *,
         taken.append(m.span())
     for m in _find(_NUMERIC_DATES, text):
         if span := _numeric_date(m, year):
+            out.append(span)
+            taken.append(m.span())
+    for m in _find(_SHORT_YEAR_EN, text):
+        if span := _short_year(m, said):
             out.append(span)
             taken.append(m.span())
     if _MAY_NAME_A_DATE.search(text):  # most texts hold no digit and no month: ~40 us less
@@ -516,7 +529,10 @@ def _relative(text: str, day: date, feasts: list[festivals.Named]) -> list[Span]
     years = _year_parts(text)
     soon = _find(_SOON_ZH, text)
     this_time = _find(_THIS_TIME, text)
+    counted = [*_find(_WEEKDAYS_AGO_EN, text), *_find(_WEEKS_FROM_EN, text)]
+    counted += [m for m in _find(_IN_EN, text) if not _inside_any(m, [c.span() for c in counted])]
     out = [span for m in back if (span := _safely(_back, m, day))]
+    out += [span for m in counted if (span := _safely(_COUNTED_EN[m.re], m, day))]
     out += [span for m in fixed if (span := _safely(_YEAR_MONTH_OR_NTH[m.re], m, day))]
     out += [span for m in soon if (span := _safely(_soon, m, day))]
     out += [span for m in this_time if (span := _safely(_this_time_last_year, m, day))]
@@ -531,7 +547,7 @@ def _relative(text: str, day: date, feasts: list[festivals.Named]) -> list[Span]
     out += [span for m in seasons if (span := _safely(_season_alone, m, day))]
     # 去年春节 is last year's spring festival, not last year
     taken = ([m.span() for m in (*back, *earlier, *halves, *parts, *nths, *years, *seasons,
-                                 *fixed, *soon, *this_time)]
+                                 *fixed, *soon, *this_time, *counted)]
              + [f.span for f in feasts])
     for pattern, read in ((_RELATIVE_EN, _en_relative), (_RELATIVE_ZH, _zh_relative),
                           (_BEFORE_LAST_EN, _before_last)):
@@ -659,10 +675,12 @@ def _reads_as_a_month(name: str, m: re.Match[str]) -> bool:
 
 
 def _en_month_day(m: re.Match[str], year: YearOf) -> Span | None:
-    """A third of a named month ("mid-July", "the end of June 2023") or a day of one
-    without its year ("July 4th"; not "may 5", the verb)."""
+    """A third of a named month ("mid-July", "the end of June 2023", "late august") or a
+    day of one without its year ("July 4th"; not "may 5", the verb)."""
     part, early, name, named_year, day_name, day = m.groups()
-    if not _reads_as_a_month(name or day_name, m):
+    # after "late", "mid", "the end of" a word is the month in any case ("in late august"),
+    # but for the verb ("too late may I add")
+    if (day_name or name.lower() == "may") and not _reads_as_a_month(name or day_name, m):
         return None
     if day_name:
         month = _MONTHS[day_name.lower()]
@@ -683,11 +701,27 @@ def _numeric_date(m: re.Match[str], year: YearOf) -> Span | None:
             return None
         month, day = _month_and_day(int(a), int(b), day_first=sep != "/")
         return _day(int(y_last) + (2000 if len(y_last) == 2 else 0), month, day)
-    before, after = m.string[:m.start()], m.string[m.end():m.end() + 1]
-    if not (_BEFORE_FIGURES.search(before) or _AFTER_FIGURES_ZH.match(after)):
+    before, after = m.string[:m.start()], m.string[m.end():m.end() + 2]
+    if "." in m.group():
+        if not (_BEFORE_DOTTED_ZH.search(before) and _AFTER_FIGURES_ZH.match(after)):
+            return None
+    elif not (_BEFORE_FIGURES.search(before) or _AFTER_FIGURES_ZH.match(after)):
         return None
     month, day = _month_and_day(int(na), int(nb), day_first=False)
     return _in_month(year(month, m.start()), month, (day, day)) if 1 <= month <= 12 else None
+
+
+def _short_year(m: re.Match[str], said: date | None) -> Span | None:
+    """'24: of this century unless that is over ten years after the day said ('92: 1992)."""
+    name, day, yy = m.groups()
+    year = 2000 + int(yy)
+    if year > (said or date.today()).year + 10:
+        year -= 100
+    if name is None:
+        return _year_span(year)
+    if not _reads_as_a_month(name, m):
+        return None
+    return _day(year, _MONTHS[name.lower()], int(day))
 
 
 def _month_and_day(a: int, b: int, *, day_first: bool) -> tuple[int, int]:
@@ -868,11 +902,14 @@ def _soon(m: re.Match[str], day: date) -> Span:
 
 
 def _this_time_last_year(m: re.Match[str], day: date) -> Span:
-    """"this time last year", 去年这个时候: a month around the same day a year back."""
+    """"this time last year", 去年这个时候: a month around the same day a year back; "this
+    day last year", 去年的今天: that day."""
     try:
         back = day.replace(year=day.year - 1)
     except ValueError:  # February 29
         back = day.replace(year=day.year - 1, day=28)
+    if any(m.groups()):
+        return Span(back, back)
     return Span(back - timedelta(days=15), back + timedelta(days=15))
 
 
@@ -886,6 +923,16 @@ _RELATIVE_EN = re.compile(
     rf"({_NUMBER}) (day|week|month|year)s? (ago|back|later|from now|from today)|"
     rf"(last|next|this past|this coming|this) (week|weekend|month|year|summer|winter|"
     rf"spring|autumn|fall|{_WEEKDAY}|{_MONTH}))\b(?! of\b)", re.IGNORECASE)  # the last week of June
+# "in three days", "in a couple of weeks": ahead, where the clause tells no past ("in 3
+# days we hiked 40 miles" is how long it took); not "in 3 days' time"... of an age ("in two
+# years old"), nor "in a row"
+_IN_EN = re.compile(rf"\bin ({_NUMBER}) (day|week|month|year)s?\b"
+                    r"(?! (?:old|of|in a row|straight|running)\b)", re.IGNORECASE)
+# "two Saturdays ago": the last such day before, and the one a week before it per count
+_WEEKDAYS_AGO_EN = re.compile(rf"\b({_NUMBER}) ({_WEEKDAY})s ago\b", re.IGNORECASE)
+# "a week from Friday", "two weeks from tomorrow": counted from that day
+_WEEKS_FROM_EN = re.compile(rf"\b({_NUMBER}) weeks? from ({_WEEKDAY}|{_TOMORROW})\b",
+                            re.IGNORECASE)
 # "half a year ago", "a year and a half ago", "two and a half weeks later", "a fortnight ago"
 _HALF_EN = re.compile(
     rf"\b(?:half an? (day|week|month|year)|({_NUMBER}) (day|week|month|year)s? and a half|"
@@ -957,7 +1004,10 @@ _COUNTED_DAY_EN = re.compile(r"\bthe (\d{1,2})(?:st|nd|rd|th) of (this|next|last
 _COUNTED_DAY_ZH = re.compile(rf"({_SHANG}|{_XIA}|这|{_BEN})个?月的?([\d{_ZH_NUM}]{{1,3}})[号日]"
                              rf"(?![{_HAO_NOUN}])")
 _THIS_TIME = re.compile(r"\b(?:around |about )?this time last year\b|"
-                        rf"{_QU}年的?(?:这个时候|这时候|此时|这会儿)", re.IGNORECASE)
+                        rf"{_QU}年的?(?:这个时候|这时候|此时|这会儿)|"
+                        # the very day: "this day last year", "a year ago today", 去年的今天
+                        r"\b(this day last year|a year ago today)\b|"
+                        rf"{_QU}年的?(今天|今日)", re.IGNORECASE)
 # 过两天, 过几天, 过一两天 (in a few days; not 度过两天, 过了两天)
 _SOON_ZH = re.compile(r"(?<![度经通超越难好熬错路住待呆玩不才只刚已])过(?:几|两|一两|两三)天(?!了)")
 _PARTS = {"beginning": 0, "start": 0, "early": 0, "初": 0, "上旬": 0, "middle": 1, "mid": 1,
@@ -1013,7 +1063,7 @@ _RELATIVE_ZH = re.compile(
     # 本周日程, 下周三天 are the whole week; 上上周, 下下个月: two back or ahead
     rf"((?:{_SHANG}){{1,2}}|(?:{_XIA}){{1,2}}|这|{_BEN})(?:个)?(周末|周|星期|礼拜|月)(?:([一二三四五六日天])(?![直起次些样定般共切气程子常天]))?|"
     # 三天前, 两个月后; 半年前, 一年半前, 一个半月前, 半个月前; 几天前, 十几年前
-    rf"([\d{_ZH_NUM}]{{1,6}}几?|几|半)(个半|半个|个)?(天|周|星期|月|年)(半)?(前|以前|之前|后|以后)")
+    rf"([\d{_ZH_NUM}]{{1,6}}几?|几|半)(个半|半个|个)?(天|周|星期|礼拜|月|年)(半)?(前|以前|之前|后|以后)")
 # A period counted back to now: "(in) the past two weeks", "over the last few days", "the
 # past month", "last 3 days", 最近三天, 过去一周, 这两天, 前几天, 近两个月. Without a count
 # only "the past week" and "in/over/during/within the last week": "the last week of June",
@@ -1235,15 +1285,17 @@ _PLAN = re.compile(r"\b(?:will|won['\u2019]t|shall|would|going to|gonna|plan|pla
                    r"(?<![重需主想只不必])要(?![求是紧点])|将要|别忘|打算|准备|计划|记得|明天|"
                    r"下周|下个月|下礼拜", re.IGNORECASE)
 # A time said as a thing's date in the present is its schedule: "the meeting is on Friday",
-# "my flight's the 14th", "the exam is in March", 周五有个会. Not "it's Friday", "today is
-# the 14th" (the day it is said), "my favourite day is Sunday", a possessive ("at Joe's on
-# Monday"), an ordinal before a noun ("is in the 3rd grade"), "is in March's report".
+# "my flight's the 14th", "the exam is in March", "the party is on 12/20", 周五有个会. Not
+# "it's Friday", "today is the 14th" (the day it is said), "my favourite day is Sunday", a
+# possessive ("at Joe's on Monday"), an ordinal before a noun ("is in the 3rd grade"), "is
+# in March's report".
 _NOT_NOW = r"(?<!\bit )(?<!today )(?<!that )"  # before " is": the day it is said
 _NOT_NOW_S = r"(?<!\bit)(?<!today)(?<!that)"  # before "'s"
 _SCHEDULED = re.compile(
     rf"{_NOT_NOW}(?<!day )\b(?:is|are) (?:on |in )?the \d{{1,2}}(?:st|nd|rd|th)\b{_ENDS_CLAUSE}|"
     rf"{_NOT_NOW_S}['\u2019]s the \d{{1,2}}(?:st|nd|rd|th)\b{_ENDS_CLAUSE}|"
     rf"{_NOT_NOW}(?<!day )\b(?:is|are) (?:on )?{_FULL_WEEKDAY}\b|"
+    rf"{_NOT_NOW}(?<!day )\b(?:is|are) on \d{{1,2}}/\d{{1,2}}\b(?!/)|"
     rf"{_NOT_NOW_S}['\u2019]s {_FULL_WEEKDAY}\b|"
     rf"\b(?:is|are) in (?:{_MONTH})\b(?!['\u2019]s| of\b)|"
     r"(?:(?:周|星期|礼拜)[一二三四五六日天]|[\d一二三四五六七八九十]号)"
@@ -1301,6 +1353,39 @@ def _en_relative(m: re.Match[str], day: date) -> Span | None:
     step = 1 if which == "next" or (which == "this coming" and what != "weekend") else (
         0 if which in ("this", "this coming") else -1)
     return _named_period(day, step, what)
+
+
+def _count(word: str) -> int:
+    return _COUNT.get(word.lower()) or (int(word) if word.isdigit() else 1)
+
+
+def _in_counted(m: re.Match[str], day: date) -> Span | None:
+    if _tells_past(_clause_at(m.string, m.start())):
+        return None
+    return _shift(day, _count(m.group(1)), m.group(2).lower())
+
+
+def _weekdays_ago(m: re.Match[str], day: date) -> Span:
+    last = _named_period(day, -1, _weekday_name(m.group(2)))
+    assert last is not None
+    return _shift(last.lo, -7 * (_count(m.group(1)) - 1), "day")
+
+
+def _weeks_from(m: re.Match[str], day: date) -> Span:
+    start = m.group(2).lower()
+    if start in _WEEKDAYS or start[:3] in _WEEKDAYS:
+        first = _named_period(day, 1, _weekday_name(start))
+        assert first is not None
+        base = first.lo
+    else:  # tomorrow
+        base = day + timedelta(days=1)
+    return _shift(base, 7 * _count(m.group(1)), "day")
+
+
+def _weekday_name(word: str) -> str:
+    """The full English name of a weekday written out or cut short ("sat": "saturday")."""
+    index = _WEEKDAYS.get(word.lower(), _WEEKDAYS.get(word.lower()[:3], 0))
+    return next(name for name, i in _WEEKDAYS.items() if i == index and name.endswith("day"))
 
 
 def _named_period(day: date, step: int, what: str) -> Span | None:
@@ -1412,6 +1497,10 @@ _YEAR_MONTH_OR_NTH: dict[re.Pattern[str], Callable[[re.Match[str], date], Span |
     _COUNTED_DAY_EN: _counted_day, _COUNTED_DAY_ZH: _counted_day}
 
 
+_COUNTED_EN: dict[re.Pattern[str], Callable[[re.Match[str], date], Span | None]] = {
+    _IN_EN: _in_counted, _WEEKDAYS_AGO_EN: _weekdays_ago, _WEEKS_FROM_EN: _weeks_from}
+
+
 # Each pattern below is run only on a text that holds what it cannot match without: most
 # texts name no time, and scanning them with every pattern was half the cost of a search's
 # date reading (a Chinese pattern has no literal prefix to skip English text by).
@@ -1422,7 +1511,7 @@ _GATES: dict[re.Pattern[str], re.Pattern[str]] = {
     _YEAR_MONTH_ZH: re.compile("年"), _NTH_OF_MONTH_ZH: re.compile("第|最后"),
     _SOON_ZH: re.compile("过"), _RANGE_EN: re.compile(r"\d"), _RANGE_ZH: re.compile("[号日]"),
     _COUNTED_DAY_EN: re.compile("month", re.IGNORECASE), _COUNTED_DAY_ZH: re.compile("月"),
-    _THIS_TIME: re.compile("this time|去年", re.IGNORECASE),
+    _THIS_TIME: re.compile("this time|this day|ago today|去年", re.IGNORECASE),
     _NTH_OF_MONTH_EN: re.compile(r"(?:of|in) (?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)",
                                  re.IGNORECASE),
     _HALF_EN: re.compile(r"half|fortnight", re.IGNORECASE),
@@ -1433,9 +1522,13 @@ _GATES: dict[re.Pattern[str], re.Pattern[str]] = {
     _MONTH_PART_EN: re.compile(r"month", re.IGNORECASE),
     _BACK_EN: re.compile(r"past|last", re.IGNORECASE),
     _EARLIER_EN: re.compile(r"earlier", re.IGNORECASE),
+    _IN_EN: re.compile(r"\bin ", re.IGNORECASE),
+    _WEEKDAYS_AGO_EN: re.compile(r"ys ago", re.IGNORECASE),
+    _WEEKS_FROM_EN: re.compile(r"ks? from", re.IGNORECASE),
     _BEFORE_LAST_EN: re.compile(r"before last|after next", re.IGNORECASE),
     _WEEKEND_ALONE: re.compile(r"weekend|周末", re.IGNORECASE),
     _DECADE: re.compile(r"0['\u2019]?s|ties\b|年代", re.IGNORECASE),
+    _SHORT_YEAR_EN: re.compile(r"['\u2019]\d\d"),
 }
 
 

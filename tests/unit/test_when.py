@@ -859,3 +859,52 @@ def test_a_date_in_figures_in_a_question() -> None:
         ("2023-07-14", "2023-07-14")]
     (span,) = asked("what did I do on 7/14?", date(2024, 5, 15))
     assert span.months == frozenset({7}) and span.days == (14, 14)
+
+
+@pytest.mark.parametrize(("text", "said", "days"), [
+    # counted forward, counted weekdays, a week from a day
+    ("I'll be in Seoul in three days", date(2026, 3, 6), [("2026-03-09", "2026-03-09")]),
+    ("in 3 days we hiked 40 miles", date(2026, 3, 6), []),  # how long, in the past
+    ("the baby is 3 months old", date(2026, 3, 6), []),
+    ("started the new job two Mondays ago", date(2025, 9, 5), [("2025-08-25", "2025-08-25")]),
+    ("my sister's party is a week from Friday", date(2024, 5, 21),
+     [("2024-05-31", "2024-05-31")]),
+    ("we fly out two weeks from tomorrow", date(2024, 5, 21), [("2024-06-05", "2024-06-05")]),
+    ("三个礼拜前把车卖了", date(2025, 2, 22), [("2025-01-27", "2025-02-02")]),
+    # the very day a year back, beside "this time last year" (a month around it)
+    ("去年的今天我们刚领证", date(2026, 5, 20), [("2025-05-20", "2025-05-20")]),
+    ("a year ago today I got married", date(2026, 5, 20), [("2025-05-20", "2025-05-20")]),
+    ("this time last year I was in Rome", date(2026, 5, 20), [("2025-05-05", "2025-06-04")]),
+    # two figures of a year after an apostrophe, not a decade
+    ("we closed on the house Mar 5th '24", date(2025, 3, 18), [("2024-03-05", "2024-03-05")]),
+    ("I was born in '92", date(2025, 8, 22), [("1992-01-01", "1992-12-31")]),
+    ("back in the '70s we had no phones", date(2025, 8, 22), [("1970-01-01", "1979-12-31")]),
+    # a month in lower case after late / mid / the end of; not the verb
+    ("the end of march was rough", date(2025, 10, 21), [("2025-03-21", "2025-03-31")]),
+    ("too late may I add", date(2025, 10, 21), []),
+    # a dotted day in Chinese where a clause starts, before Chinese that is no measure
+    ("在3.15那天投诉了", date(2023, 6, 15), [("2023-03-15", "2023-03-15")]),
+    ("涨了3.5个点", date(2023, 6, 15), []),
+    ("版本2.1发布了", date(2023, 6, 15), []),
+    ("花了5.20元", date(2023, 6, 15), []),
+    ("清明回老家扫墓", date(2026, 3, 20), [("2026-04-05", "2026-04-05")]),
+    ("看了清明上河图", date(2026, 3, 20), []),
+])
+def test_counted_days_short_years_and_dotted_days(text: str, said: date,
+                                                  days: list[tuple[str, str]]) -> None:
+    assert _days(happened(text, said)[1:]) == days
+
+
+def test_counted_weekdays_and_a_lower_case_month_in_a_question() -> None:
+    assert _days(asked("what did i do two saturdays ago", date(2024, 11, 15))) == [
+        ("2024-11-02", "2024-11-02")]
+    (span,) = asked("what was i doing in late august?", date(2025, 10, 21))
+    assert span.months == frozenset({8}) and span.days == (21, 31)
+
+
+def test_a_date_in_figures_said_as_a_schedule_lies_ahead() -> None:
+    said = date(2022, 11, 5)
+    assert _days(happened("my flight to Lisbon is on 3/15!!", said)[1:]) == [
+        ("2023-03-15", "2023-03-15")]
+    assert _days(happened("my flight to Lisbon was on 3/15", said)[1:]) == [
+        ("2022-03-15", "2022-03-15")]
