@@ -1529,6 +1529,7 @@ _GATES: dict[re.Pattern[str], re.Pattern[str]] = {
     _WEEKEND_ALONE: re.compile(r"weekend|周末", re.IGNORECASE),
     _DECADE: re.compile(r"0['\u2019]?s|ties\b|年代", re.IGNORECASE),
     _SHORT_YEAR_EN: re.compile(r"['\u2019]\d\d"),
+    _NUMERIC_DATES: re.compile(r"\d[/.-]\d"),
 }
 
 
