@@ -218,11 +218,14 @@ def _midnight(day: date, zone: tzinfo) -> float:
 
 
 def named_dates(text: str, said: date | None = None, *,
-                feasts: list[festivals.Named] | None = None) -> list[Span]:
+                feasts: list[festivals.Named] | None = None,
+                asked_on: date | None = None) -> list[Span]:
     """The dates `text` names outright: "October 13, 2023", "in 2023", "summer 2021",
     "2023年5月", "in June" (no year: for a text said on `said`, see `_year_of`; else of
-    any year). A
-    relative expression ("last week") needs a moment to count from: see `happened`.
+    any year). A decade or a year without its century ("the 20s", "in '21") is the latest
+    begun by `said`, else by `asked_on` (a question's day: the search's `as_of`), else by
+    today. A relative expression ("last week") needs a moment to count from: see
+    `happened`.
     The year of a festival (2023年春节) is that festival's, not the whole year (unless
     the festival's table does not reach that year)."""
     taken = [f.span for f in (festivals.named(text) if feasts is None else feasts)
@@ -239,7 +242,7 @@ def named_dates(text: str, said: date | None = None, *,
             out.append(span)
             taken.append(m.span())
     for m in _find(_SHORT_YEAR_EN, text):
-        if span := _short_year(m, said):
+        if span := _short_year(m, said or asked_on):
             out.append(span)
             taken.append(m.span())
     if _MAY_NAME_A_DATE.search(text):  # most texts hold no digit and no month: ~40 us less
@@ -250,7 +253,7 @@ def named_dates(text: str, said: date | None = None, *,
         out += [span for m in _DATES_EN.finditer(text)
                 if not _inside_any(m, taken) and (span := _en_date(m, year))]
     for m in _find(_DECADE, text):  # before 1990年代 reads as the year 1990
-        if span := _decade(m, said):
+        if span := _decade(m, said or asked_on):
             out.append(span)
             taken.append(m.span())
     out += [span for m in _find(_DATES_ZH, text)
@@ -375,7 +378,7 @@ def asked(question: str, at: datetime | date) -> list[Span]:
     day, question = _day_of(at), _spaced(question)
     try:
         feasts = festivals.named(question)
-        placed = _narrowest(named_dates(question, feasts=feasts)
+        placed = _narrowest(named_dates(question, feasts=feasts, asked_on=day)
                             + _relative(question, day, feasts) + _festivals(question, day, feasts))
         # "last week on Friday", "Monday, March 3": the weekday is in a time already placed
         return placed or _weekdays(question, day, ahead=True) or _earlier_today(question, day)

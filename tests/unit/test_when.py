@@ -908,3 +908,11 @@ def test_a_date_in_figures_said_as_a_schedule_lies_ahead() -> None:
         ("2023-03-15", "2023-03-15")]
     assert _days(happened("my flight to Lisbon was on 3/15", said)[1:]) == [
         ("2022-03-15", "2022-03-15")]
+
+
+def test_a_decade_in_a_question_counts_from_the_day_asked() -> None:
+    # asked as of 2015, "the 20s" is the 1920s; asked today, the 2020s
+    assert _days(asked("what did I do in the 20s?", date(2015, 6, 1))) == [
+        ("1920-01-01", "1929-12-31")]
+    assert _days(asked("what did I do in the 20s?", date(2026, 6, 1))) == [
+        ("2020-01-01", "2029-12-31")]
