@@ -195,7 +195,9 @@ _EN = re.compile(
     r"new year['\u2019]?s (?:eve|day)|new year|valentine['\u2019]?s(?: day)?|halloween|"
     r"thanksgiving|hogmanay|fourth of july|memorial day|labor day|"
     r"easter (?:weekend|sunday|monday)|easter|good friday|"
-    r"mother['\u2019]?s day|father['\u2019]?s day|april fools?['\u2019]?(?:s)?(?: day)?|"
+    # not "my mother's day started at 5", "his father's day job"
+    r"(?<!\bmy )(?<!\bhis )(?<!\bher )(?<!\bour )(?<!\byour )(?<!\btheir )"
+    r"(?:mother['\u2019]?s day|father['\u2019]?s day)|april fools?['\u2019]?(?:s)?(?: day)?|"
     r"(?:st\.?|saint) patrick['\u2019]?s day|(?-i:NYE))\b"
     r"(?:,? ((?:19|20)\d\d)\b| (last|this|next) year\b)?",  # "Christmas Day last year"
     re.IGNORECASE)
@@ -212,11 +214,13 @@ _ZH = re.compile(r"(去年|今年|明年)?(?:((?:19|20)\d\d)年)?的?"
                  r"(?<![\d〇零一二两三四五六七八九十百千万亿几多少干半数每这那当同次全新早些去今明前"
                  r"成周学童青晚老])"
                  r"年前|大年三十|大年初一|元宵节|端午节|端午|"
-                 r"中秋节|中秋|清明节|(?<![治志脑智神])清明(?!上河|节)|冬至|七夕节|七夕|重阳节|重阳|母亲节|父亲节|教师节|妇女节|三八节|"
+                 # 清明 and 重阳 alone only before what is done then (not 李清明, 目光清明)
+                 r"中秋节|中秋|清明节|清明(?=假期|期间|小长假|放假|回|去|扫墓|上坟|祭祖|那天|前后|的时候)|"
+                 r"冬至|七夕节|七夕|重阳节|重阳(?=登高|假期|那天|的时候)|母亲节|父亲节|教师节|妇女节|三八节|"
                  r"愚人节|植树节|"
                  # the shopping days 618 and 520 only as days, not a room or a sum
-                 r"(?<![\d.])(?:618|520)(?=大促|购物节|活动|期间|那天|当天|的时候|打折|优惠|促销|"
-                 r"买|抢|囤|表白|送))")
+                 r"(?<![\d.])(?<!花了)(?<!付了)(?<!用了)(?<!一共)(?<![花付卖价共])(?:618|520)"
+                 r"(?=大促|购物节|活动|期间|那天|当天|的时候|打折|优惠|促销|买|抢|囤|表白|送))")
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _STEP = {"last": -1, "this": 0, "next": 1, "去年": -1, "今年": 0, "明年": 1}
 

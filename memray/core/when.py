@@ -92,7 +92,7 @@ _DATES_EN = re.compile(
     rf"\b{_MON},? ({_YEAR})\b|"  # October 2023
     rf"\b(spring|summer|autumn|fall|winter),? (?:of )?({_YEAR})\b|"  # summer 2021
     rf"\b(?:in|during|since|of|by) ({_YEAR})\b|"  # in 2023
-    rf"\b(?:in|during|since|by|on|around) (?:the )?(?:{_DAY} )?{_MON}\b"
+    rf"\b(?:in|during|since|by|on|around|until|till) (?:the )?(?:{_DAY} )?{_MON}\b"
     rf"(?![ ,]*\d)|"
     rf"\bthe {_DAY} of {_MON}(?:,? ({_YEAR}))?\b",  # the 5th of May(, 2023)
     re.IGNORECASE)
@@ -113,15 +113,22 @@ _NUMERIC_DATES = re.compile(
     rf"{_NOT_IN_FIGURES}(\d{{1,2}})([/.-])(\d{{1,2}})\6({_YEAR}|\d\d)(?![\dA-Za-z/]|[.:-]\d)|"
     rf"{_NOT_IN_FIGURES}(\d{{1,2}})[/.](\d{{1,2}})(?![\dA-Za-z/]|[.:-]\d)")
 # Where a day and a month without a year are a date, not a fraction or a score ("3/4 of
-# the cake", "rated 4/5", 1/3的人): after a word that leads to a day, or before Chinese
-# that is no measure
+# the cake", "rated 4/5", 1/3的人): after a word that leads to a day ("on 3/15"; a common
+# fraction, 1/2 to 3/4, only after on / until / since / due: not "reduced by 1/3"), after
+# and / to / - only where a date in figures comes just before ("from 5/1 to 5/3"; not "1
+# and 1/2 cups"), or in Chinese before a word that follows a day (3/15那天, 4/20去了医院;
+# not 3/4时间, 7.2左右, 9.9包邮, 3.5以上) and not after a Latin word ("Python 3.12发布了")
 _BEFORE_FIGURES = re.compile(r"\b(?:on|by|until|till|til|thru|through|from|since|before|after|"
-                             r"due|starting|to|and|-)\s*$", re.IGNORECASE)
-_AFTER_FIGURES_ZH = re.compile(r" ?(?![的个之份杯块斤米克升人次倍分页集元万亿折度秒版号])"
-                               r"[\u3400-\u9fff]")
-# 4.15 is a date only where a clause starts or a word leads to a time, before Chinese (not
-# "涨了3.5个点", "版本2.1发布")
-_BEFORE_DOTTED_ZH = re.compile(r"(?:^|[,.!?;:，。！？；：\s]|在|于|从|到|是|等)$")
+                             r"due|starting)\s*$", re.IGNORECASE)
+_BEFORE_FRACTION = re.compile(r"\b(?:on|until|till|til|thru|through|since|due|starting)\s*$",
+                              re.IGNORECASE)
+_AFTER_FIGURES_OF_A_DATE = re.compile(r"\d{1,2}/\d{1,2}\s*(?:and|to|-|through|thru)\s*$",
+                                      re.IGNORECASE)
+_NOT_AFTER_FIGURES_EN = re.compile(r"\s*(?:of|off|way|full|cups?|tsp|tbsp|in\b|inch|lbs?|oz|"
+                                   r"kg|miles?|km|hours?|hrs?|mins?|minutes?|%|pounds?)",
+                                   re.IGNORECASE)
+_AFTER_FIGURES_ZH = re.compile(r" ?(?:那天|当天|那日|号|上午|下午|晚上|早上|中午|凌晨|去|回|出发|"
+                               r"放假|开始|之前|之后|的时候|要|买|我|我们|他|她|和|跟)")
 # A year in two figures after an apostrophe: "born in '92", "since '19", "Mar 5th '24"
 # (not the decade "the '70s")
 _SHORT_YEAR_EN = re.compile(
@@ -238,7 +245,7 @@ def named_dates(text: str, said: date | None = None, *,
             out.append(span)
         taken.append(m.span())
     for m in _find(_NUMERIC_DATES, text):
-        if span := _numeric_date(m, year):
+        if span := _numeric_date(m, year, said or asked_on):
             out.append(span)
             taken.append(m.span())
     for m in _find(_SHORT_YEAR_EN, text):
@@ -692,7 +699,7 @@ def _en_month_day(m: re.Match[str], year: YearOf) -> Span | None:
     return _in_month(int(named_year) if named_year else year(month, m.start()), month, third)
 
 
-def _numeric_date(m: re.Match[str], year: YearOf) -> Span | None:
+def _numeric_date(m: re.Match[str], year: YearOf, said: date | None) -> Span | None:
     """A date in figures. With the year last or none, the order is the one that makes a
     date (15/3 is the 15th of March), else the writer's: month first after a slash (the US,
     China), day first after a dot or a hyphen (15.03, 15-03: most of Europe)."""
@@ -703,23 +710,42 @@ def _numeric_date(m: re.Match[str], year: YearOf) -> Span | None:
         if len(y_last) == 2 and sep != "/":
             return None
         month, day = _month_and_day(int(a), int(b), day_first=sep != "/")
-        return _day(int(y_last) + (2000 if len(y_last) == 2 else 0), month, day)
-    before, after = m.string[:m.start()], m.string[m.end():m.end() + 2]
-    if "." in m.group():
-        if not (_BEFORE_DOTTED_ZH.search(before) and _AFTER_FIGURES_ZH.match(after)):
-            return None
-    elif not (_BEFORE_FIGURES.search(before) or _AFTER_FIGURES_ZH.match(after)):
+        y = _century(int(y_last), said) if len(y_last) == 2 else int(y_last)
+        return _day(y, month, day)
+    if not _reads_as_figures_of_a_date(m):
         return None
     month, day = _month_and_day(int(na), int(nb), day_first=False)
     return _in_month(year(month, m.start()), month, (day, day)) if 1 <= month <= 12 else None
 
 
+def _reads_as_figures_of_a_date(m: re.Match[str]) -> bool:
+    """Whether figures without a year ("3/15", 3.15) are a date where they stand."""
+    before, after = m.string[:m.start()], m.string[m.end():]
+    a, b = int(m.group(9)), int(m.group(10))
+    zh = bool(_AFTER_FIGURES_ZH.match(after)) and not re.search(r"[A-Za-z\d]\s*$", before)
+    if "." in m.group():  # 3.5, 7.2: a decimal unless Chinese that follows a day follows
+        return zh
+    if zh:
+        return True
+    if _NOT_AFTER_FIGURES_EN.match(after):
+        return False
+    if _AFTER_FIGURES_OF_A_DATE.search(before):
+        return True
+    lead = _BEFORE_FRACTION if a < b <= 4 else _BEFORE_FIGURES
+    return bool(lead.search(before))
+
+
+def _century(yy: int, said: date | None) -> int:
+    """A year of two figures: of this century unless that is over ten years after the day
+    said ('92 is 1992)."""
+    year = 2000 + yy
+    return year - 100 if year > (said or date.today()).year + 10 else year
+
+
 def _short_year(m: re.Match[str], said: date | None) -> Span | None:
-    """'24: of this century unless that is over ten years after the day said ('92: 1992)."""
+    """'24, "Mar 5th '24": the year of `_century`."""
     name, day, yy = m.groups()
-    year = 2000 + int(yy)
-    if year > (said or date.today()).year + 10:
-        year -= 100
+    year = _century(int(yy), said)
     if name is None:
         return _year_span(year)
     if not _reads_as_a_month(name, m):
@@ -931,6 +957,14 @@ _RELATIVE_EN = re.compile(
 # years old"), nor "in a row"
 _IN_EN = re.compile(rf"\bin ({_NUMBER}) (day|week|month|year)s?\b"
                     r"(?! (?:old|of|in a row|straight|running)\b)", re.IGNORECASE)
+# What makes "in two years" a span of time, not a day ahead: a negation ("I haven't seen
+# her in a year"), a habit ("I usually finish a book in a week"), a superlative or a count
+# ("the worst storm in 10 years", "my first vacation in two years", "10 times in a week"),
+# an ability ("you can learn it in a week")
+_NOT_AHEAD = re.compile(r"n['\u2019]t\b|\b(?:not|never|no|usually|always|often|every|normally|"
+                        r"typically|first|only|once|twice|times|ever|best|worst|most|least|"
+                        r"can|could|\w+iest|(?:long|big|hott|cold|high|low|larg|fast|great|"
+                        r"warm|strong|short|small)est)\b", re.IGNORECASE)
 # "two Saturdays ago": the last such day before, and the one a week before it per count
 _WEEKDAYS_AGO_EN = re.compile(rf"\b({_NUMBER}) ({_WEEKDAY})s ago\b", re.IGNORECASE)
 # "a week from Friday", "two weeks from tomorrow": counted from that day
@@ -1363,7 +1397,10 @@ def _count(word: str) -> int:
 
 
 def _in_counted(m: re.Match[str], day: date) -> Span | None:
-    if _tells_past(_clause_at(m.string, m.start())):
+    """"in three days": that day ahead; not how long something takes or has not happened
+    (`_NOT_AHEAD`), nor in a clause that tells of the past."""
+    clause = _clause_at(m.string, m.start())
+    if _tells_past(clause) or _holds(_NOT_AHEAD, clause):
         return None
     return _shift(day, _count(m.group(1)), m.group(2).lower())
 

@@ -916,3 +916,33 @@ def test_a_decade_in_a_question_counts_from_the_day_asked() -> None:
         ("1920-01-01", "1929-12-31")]
     assert _days(asked("what did I do in the 20s?", date(2026, 6, 1))) == [
         ("2020-01-01", "2029-12-31")]
+
+
+@pytest.mark.parametrize("text", [  # said on Wednesday 15 May 2024: no time in any
+    # "in <n> <unit>" as a span of time, not a day ahead
+    "I haven't seen her in a year", "This is my first vacation in two years",
+    "the worst storm in 10 years", "I usually finish a book in a week", "10 times in a week",
+    "You can learn Python in a week",
+    # decimals, prices, rates, versions and times of day in Chinese
+    "9.9包邮", "汇率是7.2左右", "评分 9.2 很高", "股价从3.5涨到4.2了", "要等1.5小时",
+    "Python 3.12发布了", "今天 3.30 开会", "8.30见",
+    # fractions in recipes, discounts and Chinese
+    "add 1 and 1/2 cups flour", "Add 1/2 cup of sugar and 1/4 tsp salt", "reduced by 1/3",
+    "up to 1/2 off", "went from 2/3 to 3/4 full", "3/4时间都在睡觉", "1/3以上的人",
+    # a possessive, a price, names
+    "My mother's day started at 5am", "my father's day job", "花了520买了个包",
+    "李清明是我同事", "她目光清明", "王重阳",
+])
+def test_what_a_review_of_the_new_forms_found_is_no_time(text: str) -> None:
+    assert happened(text, date(2024, 5, 15))[1:] == []
+
+
+@pytest.mark.parametrize(("text", "days"), [  # said on Wednesday 15 May 2024
+    ("born 5/12/87", [("1987-05-12", "1987-05-12")]),  # two figures: the century of '87
+    ("我们3.15那天去的", [("2024-03-15", "2024-03-15")]),
+    ("I'm in Lyon until January", [("2025-01-01", "2025-01-31")]),
+    ("from 5/1 to 5/3 I was away", [("2024-05-01", "2024-05-01"), ("2024-05-03", "2024-05-03")]),
+])
+def test_what_a_review_of_the_new_forms_found_unread(text: str,
+                                                     days: list[tuple[str, str]]) -> None:
+    assert _days(happened(text, date(2024, 5, 15))[1:]) == days
