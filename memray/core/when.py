@@ -445,7 +445,7 @@ def _weekdays(text: str, day: date, *, ahead: bool = False) -> list[Span]:
     我周末去滑雪了). A clause with neither names no day ("I have yoga on Monday" may be a
     habit), unless `ahead` (an English question: "what do I have on Monday?" asks of
     the next); a habit never does ("I usually swim on Monday", 周末我一般在家)."""
-    if not (_weekdays_alone(text) or _find(_WEEKEND_ALONE, text)):  # most texts name none
+    if not (_weekdays_alone(text, plan=True) or _find(_WEEKEND_ALONE, text)):  # most name none
         return []
     out = []
     for clause in _CLAUSE.split(text):
@@ -455,7 +455,7 @@ def _weekdays(text: str, day: date, *, ahead: bool = False) -> list[Span]:
         asks_ahead = ahead and not _HABIT.search(text) and not _CJK.search(clause)
         if _HABIT.search(clause) or not (told or asks_ahead):
             continue
-        for weekday in _weekdays_alone(clause):
+        for weekday in _weekdays_alone(clause, plan=not past):
             step = -((day.weekday() - weekday) % 7 or 7) if past else (
                 (weekday - day.weekday()) % 7 or 7)
             out.append(_shift(day, step, "day"))
@@ -493,11 +493,14 @@ def _tells_past(text: str) -> bool:
     return bool(_PAST.search(_NOT_PAST.sub(" ", text)))
 
 
-def _weekdays_alone(text: str) -> list[int]:
+def _weekdays_alone(text: str, *, plan: bool = False) -> list[int]:
     """The weekdays `text` names without last/next/this (full English names only: "sun",
-    "sat" and "wed" are words too), not as a habit ("on Mondays", 每周一)."""
+    "sat" and "wed" are words too), not as a habit ("on Mondays", 每周一). After "for"
+    only in a `plan` ("what I planned for Saturday", "a table for Friday"): in the past,
+    "tickets for Friday's concert" were bought before it."""
+    not_before = _NOT_A_DAY_BEFORE_PLAN if plan else _NOT_A_DAY_BEFORE
     out = [_WEEKDAYS[m.group(1).lower()] for m in _WEEKDAY_EN.finditer(text)
-           if _NOT_A_DAY_BEFORE.search(text, max(0, m.start() - 8), m.start()) is None]
+           if not_before.search(text, max(0, m.start() - 8), m.start()) is None]
     return out + [_zh_weekday(m.group(1)) for m in _find(_WEEKDAY_ZH, text)]
 
 
@@ -1356,6 +1359,9 @@ _WEEKDAY_EN = re.compile(r"\b((?:mon|tues|wednes|thurs|fri|satur|sun)day|tues?|w
 # the word right before a weekday (at most 7 letters and a space: read 8 back)
 _NOT_A_DAY_BEFORE = re.compile(
     r"\b(?:last|next|this|past|coming|every|to|for|until|till|by|before|good|black|ash|"
+    r"cyber|holy|maundy|easter) $", re.IGNORECASE)
+_NOT_A_DAY_BEFORE_PLAN = re.compile(
+    r"\b(?:last|next|this|past|coming|every|to|until|till|by|before|good|black|ash|"
     r"cyber|holy|maundy|easter) $", re.IGNORECASE)
 # Not a day: 四周 (all around), 每逢周一 (every Monday)
 _CJK = re.compile(r"[\u3400-\u9fff]")
