@@ -1068,9 +1068,11 @@ _YEAR_PART_ZH = re.compile(
     rf"(?:({_YEAR})|({_QU}|{_JIN}|{_MING}|{_QIAN}))年(?:年([初底末中])|({_ZH_YEAR_PART})|(上半年|下半年))|"
     rf"(?<![\d{_ZH_NUM}百千万几多半数每这那当同次全新年去今明前少童晚些学成老中青周])"
     rf"(?:年({_ZH_YEAR_PART})|(?<![马加剩过满快近多再还])(上半年|下半年))")
+# Months of a year's parts: thirds, halves; but its end (年底, 年末, "the end of 2023") is
+# its last month, narrower than "late 2023": how two writers of blind sets read it, apart
 _YEAR_THIRDS = {"beginning": (1, 4), "start": (1, 4), "early": (1, 4), "初": (1, 4),
-                "middle": (5, 8), "mid": (5, 8), "中": (5, 8), "end": (9, 12), "late": (9, 12),
-                "底": (9, 12), "末": (9, 12), "first": (1, 6), "1st": (1, 6), "上半年": (1, 6),
+                "middle": (5, 8), "mid": (5, 8), "中": (5, 8), "end": (12, 12), "late": (9, 12),
+                "底": (12, 12), "末": (12, 12), "first": (1, 6), "1st": (1, 6), "上半年": (1, 6),
                 "second": (7, 12), "2nd": (7, 12), "下半年": (7, 12)}
 # Quarters: "last quarter", "Q3 2024", "the first quarter of 2024", 上个季度, 今年一季度
 _QUARTER_EN = re.compile(
