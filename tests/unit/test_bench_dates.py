@@ -72,8 +72,8 @@ def test_a_bad_kind_names_its_line(tmp_path: Path) -> None:
         load(path)
 
 
-@pytest.mark.parametrize(("name", "floor"), [("phrases_blind", 0.96), ("phrases_blind2", 0.94),
-                                            ("phrases_blind3", 0.88), ("phrases_blind4", 0.94)])
+@pytest.mark.parametrize(("name", "floor"), [("phrases_blind", 0.98), ("phrases_blind2", 0.94),
+                                            ("phrases_blind3", 0.88), ("phrases_blind4", 0.96)])
 def test_the_blind_sets_stay_read(name: str, floor: float) -> None:
     """160 phrases each, written blind (tests/data/dates/README.md); what is read today
     must stay read: a change that loses phrases fails here."""
