@@ -1279,12 +1279,17 @@ def _earlier(m: re.Match[str], day: date) -> Span:
 
 
 def _before_last(m: re.Match[str], day: date) -> Span | None:
-    """"the week before last", "the Friday after next"."""
+    """"the week before last", "the Friday after next" (a week after the next Friday),
+    "the weekend after next" (a week after the next weekend to begin: asked on a Monday,
+    the one after the coming one)."""
     what, way = (m.group(1) or m.group(2)).lower(), 1 if m.group(3).lower() == "after next" \
         else -1
     if what in _WEEKDAYS:  # the Friday before last: a week before last Friday
         last = _named_period(day, way, what)
         return None if last is None else _shift(last.lo, 7 * way, "day")
+    if what == "weekend" and way > 0:  # the one after the next to begin, as for a weekday
+        saturday = day + timedelta(days=((5 - day.weekday()) % 7 or 7) + 7)
+        return Span(saturday, saturday + timedelta(days=1))
     return _named_period(day, 2 * way, what)
 
 

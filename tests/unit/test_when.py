@@ -949,3 +949,13 @@ def test_what_a_review_of_the_new_forms_found_is_no_time(text: str) -> None:
 def test_what_a_review_of_the_new_forms_found_unread(text: str,
                                                      days: list[tuple[str, str]]) -> None:
     assert _days(happened(text, date(2024, 5, 15))[1:]) == days
+
+
+@pytest.mark.parametrize(("said", "days"), [
+    (date(2024, 6, 3), ("2024-06-15", "2024-06-16")),  # a Monday: a week after the coming one
+    (date(2026, 7, 1), ("2026-07-11", "2026-07-12")),  # a Wednesday
+    (date(2026, 7, 4), ("2026-07-18", "2026-07-19")),  # a Saturday: after next weekend's
+])
+def test_the_weekend_after_next_is_a_week_after_the_next_to_begin(
+        said: date, days: tuple[str, str]) -> None:
+    assert _days(asked("what's on the weekend after next?", said)) == [days]
