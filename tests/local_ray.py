@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from memray.batch.runtime import GCS_PORT_WAIT_ENV, GCS_PORT_WAIT_S
+
 # Ray's two fixed startup waits, each of which has failed CI on a loaded machine: the GCS
 # publishing its port (30 s unless overridden) and the raylet registering (30 s, fixed).
 # A slow start is not a failure, so the first wait is lengthened and both are retried.
@@ -13,10 +15,12 @@ TRIES = 3
 
 
 def start_local_ray(num_cpus: int, **kwargs: Any) -> None:
+    """`ray.init` of a new local Ray with `num_cpus` logical CPUs (and `kwargs`), tried
+    again where it only started slowly; any other error is raised at once."""
     import ray
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    os.environ.setdefault("RAY_gcs_server_port_wait_time_s", "120")
+    os.environ.setdefault(GCS_PORT_WAIT_ENV, GCS_PORT_WAIT_S)
     for attempt in range(1, TRIES + 1):
         try:
             ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
@@ -29,5 +33,5 @@ def start_local_ray(num_cpus: int, **kwargs: Any) -> None:
             if attempt == TRIES:
                 raise RuntimeError(
                     f"local Ray did not start in {TRIES} tries: its GCS did not publish "
-                    "its port within 120 s, or its raylet did not register within "
-                    "Ray's 30 s, each time") from exc
+                    f"its port within {os.environ[GCS_PORT_WAIT_ENV]} s, or its raylet did "
+                    "not register within Ray's 30 s, each time") from exc

@@ -267,8 +267,7 @@ def _canonical(name: str) -> str:
         return name[:6] + "'s day"
     if name.startswith("april fool"):
         return "april fools' day"
-    if name.endswith("patrick's day") or name.endswith("patrick\u2019s day") or \
-            name.endswith("patricks day"):
+    if name.endswith(("patrick's day", "patrick\u2019s day", "patricks day")):
         return "st patrick's day"
     if name.startswith("new year"):
         return {"e": "new year's eve", "y": "new year's day"}.get(name[-1], "new year")

@@ -127,6 +127,7 @@ _AFTER_FIGURES_OF_A_DATE = re.compile(r"\d{1,2}/\d{1,2}\s*(?:and|to|-|through|th
 _NOT_AFTER_FIGURES_EN = re.compile(r"\s*(?:of|off|way|full|cups?|tsp|tbsp|in\b|inch|lbs?|oz|"
                                    r"kg|miles?|km|hours?|hrs?|mins?|minutes?|%|pounds?)",
                                    re.IGNORECASE)
+_LATIN_BEFORE = re.compile(r"[A-Za-z\d]\s*$")
 _AFTER_FIGURES_ZH = re.compile(r" ?(?:那天|当天|那日|号|上午|下午|晚上|早上|中午|凌晨|去|回|出发|"
                                r"放假|开始|之前|之后|的时候|要|买|我|我们|他|她|和|跟)")
 # A year in two figures after an apostrophe: "born in '92", "since '19", "Mar 5th '24"
@@ -244,14 +245,9 @@ def named_dates(text: str, said: date | None = None, *,
         if _written_year(m) and (span := _year_part(m, said, year=year)):
             out.append(span)
         taken.append(m.span())
-    for m in _find(_NUMERIC_DATES, text):
-        if span := _numeric_date(m, year, said or asked_on):
-            out.append(span)
-            taken.append(m.span())
-    for m in _find(_SHORT_YEAR_EN, text):
-        if span := _short_year(m, said or asked_on):
-            out.append(span)
-            taken.append(m.span())
+    now = said or asked_on
+    _read_into(out, taken, _NUMERIC_DATES, text, lambda m: _numeric_date(m, year, now))
+    _read_into(out, taken, _SHORT_YEAR_EN, text, lambda m: _short_year(m, now))
     if _MAY_NAME_A_DATE.search(text):  # most texts hold no digit and no month: ~40 us less
         for m in _find(_MONTH_PART_NAMED_EN, text):
             if not _inside_any(m, taken) and (span := _en_month_day(m, year)):
@@ -259,13 +255,21 @@ def named_dates(text: str, said: date | None = None, *,
                 taken.append(m.span())
         out += [span for m in _DATES_EN.finditer(text)
                 if not _inside_any(m, taken) and (span := _en_date(m, year))]
-    for m in _find(_DECADE, text):  # before 1990年代 reads as the year 1990
-        if span := _decade(m, said or asked_on):
-            out.append(span)
-            taken.append(m.span())
+    # before 1990年代 reads as the year 1990
+    _read_into(out, taken, _DECADE, text, lambda m: _decade(m, now))
     out += [span for m in _find(_DATES_ZH, text)
             if not _inside_any(m, taken) and (span := _zh_date(m, year))]
     return out
+
+
+def _read_into(out: list[Span], taken: list[tuple[int, int]], pattern: re.Pattern[str],
+               text: str, read: Callable[[re.Match[str]], Span | None]) -> None:
+    """What `read` makes of each match of `pattern`, into `out`; where it read a time,
+    that stretch of `text` is `taken` for the patterns after."""
+    for m in _find(pattern, text):
+        if span := read(m):
+            out.append(span)
+            taken.append(m.span())
 
 
 def _decade(m: re.Match[str], said: date | None) -> Span | None:
@@ -673,13 +677,19 @@ _BEFORE_A_DAY = re.compile(r"\b(?:on|by|until|till|from|since|before|after|of)\s
                            re.IGNORECASE)
 
 
+def _written_as_a_month(name: str) -> bool:
+    """Whether `name` can be the month as written: a name ("March", "MARCH") where it is
+    also a word, any case otherwise ("oct")."""
+    named = (name[:1].isupper() and name[1:].islower()) or (name.isupper() and len(name) > 3)
+    return named or name.lower() not in _MONTHS_THAT_ARE_WORDS
+
+
 def _reads_as_a_month(name: str, m: re.Match[str]) -> bool:
     """Whether `name` is the month, not a verb or an adjective: written as a name where it
     is also a word (not "we march 5 miles", "the august members", "too late may I add";
     "mid october", "aug 28" are months in any case), and May before a bare number only
     with "5th" or a word that leads to a date ("on May 5"; not "May 5 of us come?")."""
-    named = (name[:1].isupper() and name[1:].islower()) or (name.isupper() and len(name) > 3)
-    if not named and name.lower() in _MONTHS_THAT_ARE_WORDS:
+    if not _written_as_a_month(name):
         return False
     if name.lower() != "may" or m.group(5) is None or not m.group(6):
         return True
@@ -703,9 +713,11 @@ def _en_month_day(m: re.Match[str], year: YearOf) -> Span | None:
 
 
 def _numeric_date(m: re.Match[str], year: YearOf, said: date | None) -> Span | None:
-    """A date in figures. With the year last or none, the order is the one that makes a
-    date (15/3 is the 15th of March), else the writer's: month first after a slash (the US,
-    China), day first after a dot or a hyphen (15.03, 15-03: most of Europe)."""
+    """A date in figures. With the year last, the order is the one that makes a date
+    (15/3/2024 is the 15th of March), else the writer's: month first after a slash (the US,
+    China), day first after a dot or a hyphen (15.03.2027, 04-03-2024: most of Europe).
+    Without a year only a slash (3/15, 15/3) or, in Chinese, a dot (3.15那天) is read,
+    month first unless that is no date."""
     y_first, _, mm, dd, a, sep, b, y_last, na, nb = m.groups()
     if y_first:
         return _day(int(y_first), int(mm), int(dd))
@@ -722,20 +734,23 @@ def _numeric_date(m: re.Match[str], year: YearOf, said: date | None) -> Span | N
 
 
 def _reads_as_figures_of_a_date(m: re.Match[str]) -> bool:
-    """Whether figures without a year ("3/15", 3.15) are a date where they stand."""
-    before, after = m.string[:m.start()], m.string[m.end():]
+    """Whether figures without a year ("3/15", 3.15) are a date where they stand (only
+    the few characters around them are read: a long text of figures stays linear)."""
+    text, start, end = m.string, m.start(), m.end()
+    window = max(0, start - 24)
     a, b = int(m.group(9)), int(m.group(10))
-    zh = bool(_AFTER_FIGURES_ZH.match(after)) and not re.search(r"[A-Za-z\d]\s*$", before)
+    zh = (_AFTER_FIGURES_ZH.match(text, end) is not None
+          and _LATIN_BEFORE.search(text, window, start) is None)
     if "." in m.group():  # 3.5, 7.2: a decimal unless Chinese that follows a day follows
         return zh
     if zh:
         return True
-    if _NOT_AFTER_FIGURES_EN.match(after):
+    if _NOT_AFTER_FIGURES_EN.match(text, end):
         return False
-    if _AFTER_FIGURES_OF_A_DATE.search(before):
+    if _AFTER_FIGURES_OF_A_DATE.search(text, window, start):
         return True
     lead = _BEFORE_FRACTION if a < b <= 4 else _BEFORE_FIGURES
-    return bool(lead.search(before))
+    return lead.search(text, window, start) is not None
 
 
 def _century(yy: int, said: date | None) -> int:
@@ -751,7 +766,7 @@ def _short_year(m: re.Match[str], said: date | None) -> Span | None:
     year = _century(int(yy), said)
     if name is None:
         return _year_span(year)
-    if not _reads_as_a_month(name, m):
+    if not _written_as_a_month(name):
         return None
     return _day(year, _MONTHS[name.lower()], int(day))
 
@@ -956,8 +971,8 @@ _RELATIVE_EN = re.compile(
     rf"(last|next|this past|this coming|this) (week|weekend|month|year|summer|winter|"
     rf"spring|autumn|fall|{_WEEKDAY}|{_MONTH}))\b(?! of\b)", re.IGNORECASE)  # the last week of June
 # "in three days", "in a couple of weeks": ahead, where the clause tells no past ("in 3
-# days we hiked 40 miles" is how long it took); not "in 3 days' time"... of an age ("in two
-# years old"), nor "in a row"
+# days we hiked 40 miles" is how long it took); not "in 3 days of rain", "in two days in a
+# row", an age ("in 2 years old")
 _IN_EN = re.compile(rf"\bin ({_NUMBER}) (day|week|month|year)s?\b"
                     r"(?! (?:old|of|in a row|straight|running)\b)", re.IGNORECASE)
 # What makes "in two years" a span of time, not a day ahead: a negation ("I haven't seen
@@ -1069,7 +1084,8 @@ _YEAR_PART_ZH = re.compile(
     rf"(?<![\d{_ZH_NUM}百千万几多半数每这那当同次全新年去今明前少童晚些学成老中青周])"
     rf"(?:年({_ZH_YEAR_PART})|(?<![马加剩过满快近多再还])(上半年|下半年))")
 # Months of a year's parts: thirds, halves; but its end (年底, 年末, "the end of 2023") is
-# its last month, narrower than "late 2023": how two writers of blind sets read it, apart
+# its last month, narrower than "late 2023": so the writers of two blind sets, each on
+# their own, read it
 _YEAR_THIRDS = {"beginning": (1, 4), "start": (1, 4), "early": (1, 4), "初": (1, 4),
                 "middle": (5, 8), "mid": (5, 8), "中": (5, 8), "end": (12, 12), "late": (9, 12),
                 "底": (12, 12), "末": (12, 12), "first": (1, 6), "1st": (1, 6), "上半年": (1, 6),
@@ -1364,12 +1380,10 @@ _WEEKDAY_EN = re.compile(r"\b((?:mon|tues|wednes|thurs|fri|satur|sun)day|tues?|w
                          r"(?! (?:school|roast|best|paper|league|service|driver)s?\b)",
                          re.IGNORECASE)
 # the word right before a weekday (at most 7 letters and a space: read 8 back)
-_NOT_A_DAY_BEFORE = re.compile(
-    r"\b(?:last|next|this|past|coming|every|to|for|until|till|by|before|good|black|ash|"
-    r"cyber|holy|maundy|easter) $", re.IGNORECASE)
-_NOT_A_DAY_BEFORE_PLAN = re.compile(
-    r"\b(?:last|next|this|past|coming|every|to|until|till|by|before|good|black|ash|"
-    r"cyber|holy|maundy|easter) $", re.IGNORECASE)
+_NOT_DAY_WORDS = ("last|next|this|past|coming|every|to|until|till|by|before|good|black|ash|"
+                  "cyber|holy|maundy|easter")
+_NOT_A_DAY_BEFORE = re.compile(rf"\b(?:{_NOT_DAY_WORDS}|for) $", re.IGNORECASE)
+_NOT_A_DAY_BEFORE_PLAN = re.compile(rf"\b(?:{_NOT_DAY_WORDS}) $", re.IGNORECASE)
 # Not a day: 四周 (all around), 每逢周一 (every Monday)
 _CJK = re.compile(r"[\u3400-\u9fff]")
 # What is done again and again: no one day
@@ -1394,7 +1408,7 @@ def _en_relative(m: re.Match[str], day: date) -> Span | None:
     if tomorrow:  # "the day after tomorrow": two days on
         return _shift(day, 2 if "after" in tomorrow.lower() else 1, "day")
     if count:
-        n = _COUNT.get(count.lower()) or (int(count) if count.isdigit() else 1)
+        n = _count(count)
         return _shift(day, -n if way.lower() in ("ago", "back") else n, unit.lower())
     if what.lower() in ("may", "march") and what[0].islower():  # "this may help", "one
         return None  # last march around the field"
@@ -1418,38 +1432,36 @@ def _in_counted(m: re.Match[str], day: date) -> Span | None:
     return _shift(day, _count(m.group(1)), m.group(2).lower())
 
 
-def _weekdays_ago(m: re.Match[str], day: date) -> Span:
-    last = _named_period(day, -1, _weekday_name(m.group(2)))
-    assert last is not None
-    return _shift(last.lo, -7 * (_count(m.group(1)) - 1), "day")
+def _weekdays_ago(m: re.Match[str], day: date) -> Span | None:
+    """"two Saturdays ago": the last Saturday before `day`, then a week back per count."""
+    n = _count(m.group(1))
+    if n < 1:
+        return None
+    last = _weekday_from(day, -1, _WEEKDAYS[m.group(2).lower()])
+    return _shift(last, -7 * (n - 1), "day")
 
 
 def _weeks_from(m: re.Match[str], day: date) -> Span:
+    """"a week from Friday": a week after the next Friday; "two weeks from tomorrow"."""
     start = m.group(2).lower()
-    if start in _WEEKDAYS or start[:3] in _WEEKDAYS:
-        first = _named_period(day, 1, _weekday_name(start))
-        assert first is not None
-        base = first.lo
-    else:  # tomorrow
-        base = day + timedelta(days=1)
+    base = (_weekday_from(day, 1, _WEEKDAYS[start]) if start in _WEEKDAYS
+            else day + timedelta(days=1))
     return _shift(base, 7 * _count(m.group(1)), "day")
 
 
-def _weekday_name(word: str) -> str:
-    """The full English name of a weekday written out or cut short ("sat": "saturday")."""
-    index = _WEEKDAYS.get(word.lower(), _WEEKDAYS.get(word.lower()[:3], 0))
-    return next(name for name, i in _WEEKDAYS.items() if i == index and name.endswith("day"))
+def _weekday_from(day: date, step: int, target: int) -> date:
+    """Weekday `target` (Monday 0): the last before `day` (step < 0), the next after it
+    (step > 0), or `day` itself or the next (step 0)."""
+    if step < 0:
+        return day - timedelta(days=(day.weekday() - target) % 7 or 7)
+    return day + timedelta(days=(target - day.weekday()) % 7 or (7 if step > 0 else 0))
 
 
 def _named_period(day: date, step: int, what: str) -> Span | None:
     """last/this/next week, weekend, month, year, season or weekday, counted from `day`."""
     if what in _WEEKDAYS:
-        target = _WEEKDAYS[what]
-        if step < 0:
-            back = (day.weekday() - target) % 7 or 7
-            return _shift(day, -back, "day")
-        ahead = (target - day.weekday()) % 7 or (7 if step > 0 else 0)
-        return _shift(day, ahead, "day")
+        d = _weekday_from(day, step, _WEEKDAYS[what])
+        return Span(d, d)
     if what in _SEASONS:
         return _season(day, step, what)
     if what in _MONTHS:  # last December: the latest before this month; next March
@@ -1576,7 +1588,7 @@ _GATES: dict[re.Pattern[str], re.Pattern[str]] = {
     _BACK_EN: re.compile(r"past|last", re.IGNORECASE),
     _EARLIER_EN: re.compile(r"earlier", re.IGNORECASE),
     _IN_EN: re.compile(r"\bin ", re.IGNORECASE),
-    _WEEKDAYS_AGO_EN: re.compile(r"ys ago", re.IGNORECASE),
+    _WEEKDAYS_AGO_EN: re.compile(r"s ago", re.IGNORECASE),
     _WEEKS_FROM_EN: re.compile(r"ks? from", re.IGNORECASE),
     _BEFORE_LAST_EN: re.compile(r"before last|after next", re.IGNORECASE),
     _WEEKEND_ALONE: re.compile(r"weekend|周末", re.IGNORECASE),

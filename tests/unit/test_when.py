@@ -959,3 +959,15 @@ def test_what_a_review_of_the_new_forms_found_unread(text: str,
 def test_the_weekend_after_next_is_a_week_after_the_next_to_begin(
         said: date, days: tuple[str, str]) -> None:
     assert _days(asked("what's on the weekend after next?", said)) == [days]
+
+
+@pytest.mark.parametrize(("text", "days"), [  # said on Wednesday 15 May 2024
+    # an apostrophe year after a day of May was an IndexError that no guard caught
+    ("May 5th '24 was fun", [("2024-05-05", "2024-05-05")]),
+    ("I'm here until May 5 '24", [("2024-05-05", "2024-05-05")]),
+    ("we went hiking two sats ago", [("2024-05-04", "2024-05-04")]),  # short names too
+    ("zero Saturdays ago", []),
+    ("0 Saturdays ago", []),
+])
+def test_what_a_review_of_the_code_found(text: str, days: list[tuple[str, str]]) -> None:
+    assert _days(happened(text, date(2024, 5, 15))[1:]) == days
