@@ -16,11 +16,6 @@ if TYPE_CHECKING:
     from memray.core.memory import Memory
 
 
-# Ray waits 30 s for its GCS to publish its port; on a busy laptop (or CI's 2 cores with an
-# LLM loading) the GCS can take longer, and a slow start is not a failure.
-GCS_PORT_WAIT_ENV, GCS_PORT_WAIT_S = "RAY_gcs_server_port_wait_time_s", "120"
-
-
 @contextmanager
 def ray_session(args: JobArgs) -> Iterator[None]:
     """A local Ray (address None) or the cluster's; shut down only if started here."""
@@ -33,7 +28,6 @@ def ray_session(args: JobArgs) -> Iterator[None]:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     env = {"env_vars": {"RAY_AUTH_MODE": os.environ["RAY_AUTH_MODE"]}}
     if args.ray.address is None:  # "local": a new instance, never one already running here
-        os.environ.setdefault(GCS_PORT_WAIT_ENV, GCS_PORT_WAIT_S)
         ray.init(address="local", num_cpus=args.ray.num_cpus, include_dashboard=False,
                  log_to_driver=False, runtime_env=env)
     else:
