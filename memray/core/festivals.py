@@ -112,44 +112,29 @@ def _easter(before: int, after: int) -> Callable[[int], tuple[date, date]]:
     return days
 
 
-def _monday_weekend(month: int, nth: int) -> Callable[[int], tuple[date, date]]:
-    """A holiday on the `nth` Monday of `month` (-1: the last), with the weekend before it
-    (US Memorial Day, Labor Day)."""
-    def days(year: int) -> tuple[date, date]:
-        if nth > 0:
-            first = date(year, month, 1)
-            monday = first + timedelta(days=(-first.weekday()) % 7 + 7 * (nth - 1))
-        else:
-            last = date(year + month // 12, month % 12 + 1, 1) - timedelta(days=1)
-            monday = last - timedelta(days=last.weekday())
-        return monday - timedelta(days=2), monday
+def nth_weekday(year: int, month: int, weekday: int, n: int) -> date | None:
+    """The `n`th (0 the first, -1 the last) `weekday` (Monday 0) of a month; None where it
+    has no such."""
+    first = date(year, month, 1) + timedelta(days=(weekday - date(year, month, 1).weekday()) % 7)
+    matching = [d for d in (first + timedelta(weeks=i) for i in range(5)) if d.month == month]
+    return matching[n] if -len(matching) <= n < len(matching) else None
+
+
+def _nth_weekday_of(month: int, weekday: int, n: int, before: int = 0, after: int = 0) -> Days:
+    """A holiday on the `n`th `weekday` of `month` (as `nth_weekday`), from `before` days
+    before it through `after` days after (negative: the other way): the US Memorial Day and
+    Labor Day with their weekends, Thanksgiving through its weekend, Black Friday the day
+    after it, Mother's Day, Father's Day."""
+    def days(year: int) -> tuple[date, date] | None:
+        day = nth_weekday(year, month, weekday, n)
+        if day is None:
+            return None
+        return day - timedelta(days=before), day + timedelta(days=after)
 
     return days
 
 
-def _nth_sunday(month: int, nth: int) -> Callable[[int], tuple[date, date]]:
-    """The `nth` Sunday of `month` (Mother's Day, Father's Day)."""
-    def days(year: int) -> tuple[date, date]:
-        first = date(year, month, 1)
-        sunday = first + timedelta(days=(6 - first.weekday()) % 7 + 7 * (nth - 1))
-        return sunday, sunday
-
-    return days
-
-
-def _thanksgiving(year: int) -> tuple[date, date]:
-    """The US one: the fourth Thursday of November, through its weekend."""
-    first = date(year, 11, 1)
-    thursday = first + timedelta(days=(3 - first.weekday()) % 7 + 21)
-    return thursday, thursday + timedelta(days=3)
-
-
-def _black_friday(year: int) -> tuple[date, date]:
-    """The day after the US Thanksgiving."""
-    friday = _thanksgiving(year)[0] + timedelta(days=1)
-    return friday, friday
-
-
+_MONDAY, _THURSDAY, _SUNDAY = 0, 3, 6
 _SPRING_FESTIVAL = _lunisolar(_SPRING, 1, 6)  # 除夕 to 初六, by every name it goes by
 # Names (lower case) and the days they hold in a given year.
 _DAYS: dict[str, Days] = {
@@ -157,16 +142,19 @@ _DAYS: dict[str, Days] = {
     "christmas": _fixed(12, 24, 2), "xmas": _fixed(12, 24, 2), "boxing day": _fixed(12, 26),
     "new year's eve": _fixed(12, 31), "new year's day": _fixed(1, 1),
     "new year": _fixed(1, 1, from_previous=1), "valentine's day": _fixed(2, 14),
-    "halloween": _fixed(10, 31), "thanksgiving": _thanksgiving, "hogmanay": _fixed(12, 31),
-    "fourth of july": _fixed(7, 4), "black friday": _black_friday,
+    "halloween": _fixed(10, 31), "hogmanay": _fixed(12, 31), "fourth of july": _fixed(7, 4),
+    "thanksgiving": _nth_weekday_of(11, _THURSDAY, 3, after=3),
+    "black friday": _nth_weekday_of(11, _THURSDAY, 3, before=-1, after=1),
     "chinese new year": _SPRING_FESTIVAL, "lunar new year": _SPRING_FESTIVAL,
     "spring festival": _SPRING_FESTIVAL,
     "mid-autumn festival": _lunisolar(_MID_AUTUMN),
     "dragon boat festival": _lunisolar(_DRAGON_BOAT),
-    "memorial day": _monday_weekend(5, -1), "labor day": _monday_weekend(9, 1),
+    "memorial day": _nth_weekday_of(5, _MONDAY, -1, before=2),
+    "labor day": _nth_weekday_of(9, _MONDAY, 0, before=2),
     "easter": _easter(2, 1), "easter weekend": _easter(2, 1), "easter sunday": _easter(0, 0),
     "easter monday": _easter(-1, 1), "good friday": _easter(2, -2),
-    "mother's day": _nth_sunday(5, 2), "father's day": _nth_sunday(6, 3),
+    "mother's day": _nth_weekday_of(5, _SUNDAY, 1),
+    "father's day": _nth_weekday_of(6, _SUNDAY, 2),
     "april fools' day": _fixed(4, 1), "st patrick's day": _fixed(3, 17),
     "双十一": _fixed(11, 11), "双11": _fixed(11, 11), "光棍节": _fixed(11, 11),
     "双十二": _fixed(12, 12), "双12": _fixed(12, 12),
@@ -182,7 +170,8 @@ _DAYS: dict[str, Days] = {
     "中秋": _lunisolar(_MID_AUTUMN), "中秋节": _lunisolar(_MID_AUTUMN),
     "七夕": _lunisolar(_QIXI), "七夕节": _lunisolar(_QIXI),
     "重阳": _lunisolar(_DOUBLE_NINTH), "重阳节": _lunisolar(_DOUBLE_NINTH),
-    "母亲节": _nth_sunday(5, 2), "父亲节": _nth_sunday(6, 3), "教师节": _fixed(9, 10),
+    "母亲节": _nth_weekday_of(5, _SUNDAY, 1), "父亲节": _nth_weekday_of(6, _SUNDAY, 2),
+    "教师节": _fixed(9, 10),
     "妇女节": _fixed(3, 8), "三八节": _fixed(3, 8), "愚人节": _fixed(4, 1), "植树节": _fixed(3, 12),
     "618": _fixed(6, 18), "520": _fixed(5, 20),
     "清明节": _lunisolar(_QINGMING), "清明": _lunisolar(_QINGMING),

@@ -460,9 +460,8 @@ def _weekdays(text: str, day: date, *, ahead: bool = False) -> list[Span]:
         if _HABIT.search(clause) or not (told or asks_ahead):
             continue
         for weekday in _weekdays_alone(clause, plan=not past):
-            step = -((day.weekday() - weekday) % 7 or 7) if past else (
-                (weekday - day.weekday()) % 7 or 7)
-            out.append(_shift(day, step, "day"))
+            d = _weekday_from(day, -1 if past else 1, weekday)
+            out.append(Span(d, d))
         if _WEEKEND_ALONE.search(clause):  # the last one begun before `day`, or this one
             saturday = day + timedelta(days=5 - day.weekday())
             if past and saturday >= day:
@@ -547,7 +546,8 @@ def _relative(text: str, day: date, feasts: list[festivals.Named]) -> list[Span]
     soon = _find(_SOON_ZH, text)
     this_time = _find(_THIS_TIME, text)
     counted = [*_find(_WEEKDAYS_AGO_EN, text), *_find(_WEEKS_FROM_EN, text)]
-    counted += [m for m in _find(_IN_EN, text) if not _inside_any(m, [c.span() for c in counted])]
+    counted_spans = [c.span() for c in counted]
+    counted += [m for m in _find(_IN_EN, text) if not _inside_any(m, counted_spans)]
     out = [span for m in back if (span := _safely(_back, m, day))]
     out += [span for m in counted if (span := _safely(_COUNTED_EN[m.re], m, day))]
     out += [span for m in fixed if (span := _safely(_YEAR_MONTH_OR_NTH[m.re], m, day))]
@@ -867,17 +867,10 @@ def _nth_of_month(m: re.Match[str], day: date) -> Span | None:
     weekend = what.lower() in ("weekend", "周末")
     weekday = 5 if weekend else (_WEEKDAYS[what.lower()] if en else
                                  _zh_weekday(what[-1]))
-    found = _nth_weekday(year or day.year, month, weekday, n)
+    found = festivals.nth_weekday(year or day.year, month, weekday, n)
     if found is None:
         return None
     return Span(found, found + timedelta(days=1 if weekend else 0))
-
-
-def _nth_weekday(year: int, month: int, weekday: int, n: int) -> date | None:
-    """The `n`th (-1: last) `weekday` of a month; None where it has no such."""
-    first = date(year, month, 1) + timedelta(days=(weekday - date(year, month, 1).weekday()) % 7)
-    matching = [d for d in (first + timedelta(weeks=i) for i in range(5)) if d.month == month]
-    return matching[n] if -len(matching) <= n < len(matching) else None
 
 
 def _step(which: str) -> int:
@@ -1301,10 +1294,9 @@ def _before_last(m: re.Match[str], day: date) -> Span | None:
     what, way = (m.group(1) or m.group(2)).lower(), 1 if m.group(3).lower() == "after next" \
         else -1
     if what in _WEEKDAYS:  # the Friday before last: a week before last Friday
-        last = _named_period(day, way, what)
-        return None if last is None else _shift(last.lo, 7 * way, "day")
+        return _shift(_weekday_from(day, way, _WEEKDAYS[what]), 7 * way, "day")
     if what == "weekend" and way > 0:  # the one after the next to begin, as for a weekday
-        saturday = day + timedelta(days=((5 - day.weekday()) % 7 or 7) + 7)
+        saturday = _weekday_from(day, 1, _SATURDAY) + timedelta(weeks=1)
         return Span(saturday, saturday + timedelta(days=1))
     return _named_period(day, 2 * way, what)
 
@@ -1447,6 +1439,9 @@ def _weeks_from(m: re.Match[str], day: date) -> Span:
     base = (_weekday_from(day, 1, _WEEKDAYS[start]) if start in _WEEKDAYS
             else day + timedelta(days=1))
     return _shift(base, 7 * _count(m.group(1)), "day")
+
+
+_SATURDAY = 5
 
 
 def _weekday_from(day: date, step: int, target: int) -> date:
