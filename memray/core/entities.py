@@ -14,7 +14,8 @@ that addresses someone ("Yeah, Maria.", "Hey Caroline!") is not indexed: in a co
 most turns of one speaker address the other, and they are not about them. The
 index is built per user from the memories held, so it follows what that user says. Names
 are Latin-script words, accented ones too, also inside Chinese text ("我姐姐Anna"); Chinese
-names themselves carry no capitals and stay with the keyword match (CJK bigrams).
+names carry no capitals: the index learns them where the user's texts introduce them
+(core/names_zh.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memray.core.lexical import STOP, renumbering
+from memray.core.names_zh import has_cjk, introduced, mentioned
 
 # A run of Latin letters (accented ones too), with inner apostrophes: "O'Brien", "José",
 # and "Anna" inside "我姐姐Anna喜欢爵士" (Chinese puts no space around it).
@@ -92,6 +94,12 @@ def asked(query: str) -> frozenset[str]:
     return frozenset(_capitalised(query))
 
 
+def may_name(query: str) -> bool:
+    """Whether `query` could name a name of an index: a capitalised word, or Chinese
+    (whose names only the index knows). Without, no index need be built."""
+    return bool(asked(query)) or has_cjk(query)
+
+
 class Names:
     """The rows of one user's memories that name each name. `patched` (a user's write to a
     held set) moves the rows over and reads only the new ones."""
@@ -102,9 +110,18 @@ class Names:
         my sister, is allergic to nuts") addresses no one."""
         self._n, self._lower = 0, Counter[str]()
         self._all: dict[str, Rows] = {}
-        self._add([_read(text, said is None or said[i]) for i, text in enumerate(texts)])
+        self._texts: list[str] = []
+        self._zh = Counter[str]()  # Chinese names, by how many texts introduce them
+        self._zh_rows: dict[str, Rows] = {}  # rows that contain each, on first ask
+        self._add([_read(text, said is None or said[i]) for i, text in enumerate(texts)],
+                  texts)
 
-    def _add(self, rows: list[tuple[frozenset[str], frozenset[str]]]) -> None:
+    def _add(self, rows: list[tuple[frozenset[str], frozenset[str]]],
+             texts: Sequence[str]) -> None:
+        self._texts.extend(texts)
+        for text in texts:
+            if has_cjk(text):
+                self._zh.update(introduced(text))
         found: dict[str, list[int]] = {}
         for i, (names, lowers) in enumerate(rows, self._n):
             self._lower.update(lowers)
@@ -126,6 +143,11 @@ class Names:
         out._n, out._lower = len(keep), self._lower.copy()
         out._lower.subtract(w for text in gone for w in _lower_words(text))
         out._lower = +out._lower  # drops the words no row has left (it would only grow)
+        out._texts = [self._texts[i] for i in keep]
+        out._zh = self._zh.copy()
+        out._zh.subtract(n for text in gone for n in introduced(text))
+        out._zh = +out._zh
+        out._zh_rows = {}
         out._all = dict(self._all) if len(keep) == self._n else {}
         if len(keep) < self._n:  # positions are row numbers: those after a gone row move up
             moved = renumbering(keep, self._n)
@@ -133,18 +155,31 @@ class Names:
                 alive = moved[at]
                 if (alive >= 0).any():
                     out._all[name] = alive[alive >= 0]
-        out._add([_read(text, turn) for text, turn in zip(texts, said, strict=True)])
+        out._add([_read(text, turn) for text, turn in zip(texts, said, strict=True)],
+                 texts)
         return out
 
     def named(self, query: str) -> frozenset[str]:
-        """The names of this index that `query` names."""
-        return frozenset(w for w in asked(query) if w in self._rows)
+        """The names of this index that `query` names: its capitalised ones, and the
+        Chinese names the user's texts introduced that it contains (core/names_zh.py)."""
+        latin = frozenset(w for w in asked(query) if w in self._rows)
+        return latin | mentioned(frozenset(self._zh), query) if has_cjk(query) else latin
+
+    def _rows_of(self, name: str) -> Rows | None:
+        rows = self._rows.get(name)
+        if rows is None and name in self._zh:
+            rows = self._zh_rows.get(name)
+            if rows is None:
+                rows = np.array([i for i, text in enumerate(self._texts) if name in text],
+                                dtype=np.int64)
+                self._zh_rows[name] = rows
+        return rows
 
     def share(self, names: frozenset[str], n: int) -> npt.NDArray[np.float32]:
         """For each of `n` rows, the share it names of those of `names` this index knows
         (0..1; all 0 when it knows none)."""
         out = np.zeros(n, dtype=np.float32)
-        known = [self._rows[name] for name in names if name in self._rows]
+        known = [rows for rows in map(self._rows_of, names) if rows is not None]
         for rows in known:
             out[rows] += 1.0
         if known:

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from memray.core.entities import Names, asked
+from memray.core.entities import Names, may_name
 from memray.core.lexical import BM25
 from memray.core.turns import adjacency
 from memray.core.when import Span
@@ -160,13 +160,12 @@ class _Entry:
 
     def named(self, query: str) -> np.ndarray:
         """Each row's share of the names `query` names (all 0: it names none)."""
-        wanted = asked(query)
-        if not wanted:  # most queries: no index to build
+        if not may_name(query):  # most English queries: no index to build
             return np.zeros(len(self.records), dtype=np.float32)
         if self._names is None:
             self._names = Names([r.content for r in self.records],
                                 [r.type == MemoryType.MESSAGE for r in self.records])
-        return self._names.share(wanted, len(self.records))
+        return self._names.share(self._names.named(query), len(self.records))
 
     def links(self) -> list[tuple[int, ...]]:
         """Each row's neighbouring turns (core/turns.py), built on first use."""

@@ -63,3 +63,19 @@ def test_questions_are_asked_at_asked_at(tmp_path: Path, embedder: CachedEmbedde
     bad = {**conv, "asked_at": "soon"}
     with pytest.raises(ValueError, match="asked_at 'soon' is no date"):
         first(bad)
+
+
+def test_chinese_names_bring_in_the_turns_about_the_person_asked_about(
+        embedder: CachedEmbedder) -> None:
+    # tests/data/names/names_fresh_zh.json: people and a cat named in passing over six
+    # sessions, questions that name them. The names are read where the user introduces
+    # them (core/names_zh.py); without the index, Chinese rests on keywords alone.
+    data = str(Path(__file__).parents[1] / "data" / "names" / "names_fresh_zh.json")
+
+    def multi_hop(w_entity: float) -> float:
+        result = run(LocomoArgs(data=data, ks=(10,), config={"recall": {"w_entity": w_entity}}),
+                     embedder=embedder, progress=lambda _: None)
+        return float(result["results"]["multi-hop"]["recall@10"])
+
+    off, on = multi_hop(0.0), multi_hop(0.2)
+    assert on >= off + 0.05, (off, on)

@@ -74,8 +74,13 @@ def test_contractions_of_i_are_no_names_and_apostrophes_of_both_kinds_match() ->
     assert names.share(names.named("O'Brien?"), 2).tolist() == [1.0, 1.0]
 
 
-def test_chinese_has_no_capitals_so_no_names() -> None:
-    assert Names(["我朋友小明住在杭州"]).named("小明住在哪里？") == frozenset()
+def test_chinese_names_are_those_the_users_texts_introduce() -> None:
+    # No capitals: a name is read where a text introduces it (core/names_zh.py).
+    names = Names(["我朋友小明住在杭州", "小明下个月结婚", "杭州下雨了"])
+    assert names.named("小明住在哪里？") == {"小明"}
+    assert names.share(names.named("小明住在哪里？"), 3).tolist() == [1.0, 1.0, 0.0]
+    assert names.named("杭州天气怎么样") == frozenset()  # a place nobody introduced
+    assert Names(["我朋友住在杭州"]).named("小明住在哪里？") == frozenset()
 
 
 def test_the_hot_set_brings_in_the_nearest_memories_that_name_the_query_names() -> None:

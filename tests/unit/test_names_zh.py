@@ -1,0 +1,84 @@
+"""Chinese names where a text introduces them (core/names_zh.py), and how the entity index
+(core/entities.py) finds them in a question and in the memories that name them."""
+
+from __future__ import annotations
+
+import pytest
+
+from memray.core.entities import Names, may_name
+from memray.core.names_zh import introduced, mentioned
+
+
+@pytest.mark.parametrize(("text", "names"), [
+    ("我家狗叫豆豆，很乖", {"豆豆"}),  # after 叫
+    ("新来的同事叫陈磊。", {"陈磊"}),
+    ("我表妹王若琳今年考研", {"王若琳", "若琳"}),  # a full name answers to its given name
+    ("同事小张帮了我", {"小张"}),  # after a relation, in a name's shape
+    ("我同事李明说他要辞职", {"李明"}),
+    ("我家猫叫咪咪", {"咪咪"}),
+    ("楼下张阿姨送了饺子", {"张阿姨"}),  # a surname and a title
+    ("王总说可以请假", {"王总"}),
+    ("李老师布置了作业", {"李老师"}),
+    ("今天小刘还带了点心", {"小刘"}),  # 小 / 老 and a surname, with no cue
+    ("大家都喊他马总", {"马总"}),  # after him: only what has a name's shape
+    ("我们都叫她芳姐", {"芳姐"}),
+])
+def test_a_name_is_read_where_a_text_introduces_it(text: str, names: set[str]) -> None:
+    assert introduced(text) == names
+
+
+@pytest.mark.parametrize("text", [
+    "老板叫我加班",  # asks me to
+    "叫他去买菜",  # asks him to: nothing shaped like a name follows
+    "我叫了外卖",
+    "你还记得我叫什么吗？",  # a question, not a name
+    "我是一名小学语文老师",  # 文老师: the surname is the end of a word
+    "妈妈包饺子",  # 包 begins a word far more often than it names anyone
+    "她要回温哥华工作",  # 哥 inside a place's name
+    "我老公周末加班",  # 周末 is a word
+    "我朋友推荐了一家店",  # no name's shape after the relation
+    "我小时候住在乡下",
+    "这份工作的高工资",  # a one-character title must end the name
+    "写了一张总结",
+    "I have a dog called Max",  # no Chinese: the capitals rule reads it
+])
+def test_what_is_no_name(text: str) -> None:
+    assert introduced(text) == frozenset()
+
+
+def test_a_question_names_the_longest_name_it_contains() -> None:
+    known = frozenset({"王若琳", "若琳", "小刘"})
+    assert mentioned(known, "王若琳考上了吗") == {"王若琳"}
+    assert mentioned(known, "若琳和小刘认识吗") == {"若琳", "小刘"}
+    assert mentioned(known, "今天吃什么") == frozenset()
+
+
+def test_the_index_finds_every_memory_that_contains_an_introduced_name() -> None:
+    texts = ["我表妹王若琳今年考研", "若琳对芒果过敏", "琳琳来住了一周", "同事小刘结婚了"]
+    names = Names(texts)
+    asked = names.named("若琳对什么过敏？")
+    assert asked == {"若琳"}
+    # Every text that contains the name, wherever it was introduced.
+    assert names.share(asked, 4).tolist() == [1.0, 1.0, 0.0, 0.0]
+    both = names.named("若琳和小刘谁先结婚？")
+    assert names.share(both, 4).tolist() == [0.5, 0.5, 0.0, 0.5]
+
+
+def test_a_name_is_forgotten_when_the_texts_that_introduced_it_are_gone() -> None:
+    texts = ["我家狗叫豆豆", "豆豆今天打了疫苗", "小刘请我吃饭"]
+    names = Names(texts)
+    assert names.named("豆豆怎么样") == {"豆豆"}
+    # Drop the introduction: 豆豆 is now only a word in one text, no name.
+    after = names.patched([1, 2], ["今天去爬山了"], [texts[0]], [True])
+    assert after.named("豆豆怎么样") == frozenset()
+    assert after.named("小刘请我吃了什么") == {"小刘"}
+    assert after.share(frozenset({"小刘"}), 3).tolist() == [0.0, 1.0, 0.0]
+    # Introduced again by a new text: found in the old rows too.
+    again = after.patched([0, 1, 2], ["我的狗叫豆豆"], [], [True])
+    assert again.share(again.named("豆豆呢"), 4).tolist() == [1.0, 0.0, 0.0, 1.0]
+
+
+def test_only_a_query_that_could_name_someone_builds_the_index() -> None:
+    assert may_name("What did Melanie paint?")
+    assert may_name("若琳怎么样？")
+    assert not may_name("what did she paint?")
