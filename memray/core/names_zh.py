@@ -1,33 +1,38 @@
 """Chinese names where a text introduces them: the entity index's rules for Chinese.
 
-core/entities.py knows a Latin-script name by its capital; Chinese writes none. What a
-Chinese speaker does instead is introduce a person or a pet the first time, and the index
-reads the name there:
-- after 叫 / 名叫 / 叫做 / 名字叫 / 名字是 ("我家狗叫豆豆", "新同事叫陈磊");
+core/entities.py knows a Latin-script name by its capital, and drops one the user also
+writes in lower case. Chinese writes no capitals. What a Chinese speaker does instead is
+introduce a person or a pet, and the index reads the name there:
+- after 叫 / 名叫 / 叫做 / 名字叫 / 喊 ("我家狗叫豆豆", "新同事叫陈磊", "都叫她芳姐");
 - after a word for a relation, when what follows has a name's shape ("我表妹王若琳",
-  "同事小张", "我家猫咪咪"): a surname and one or two characters, 小 / 老 / 阿 and one, or
-  a doubled character;
-- a surname before a title ("李老师", "王总", "张姐").
-A full name also answers to its given name (王若琳 → 若琳), as people are later asked
-about. Once any of a user's texts introduced a name, every memory that contains it names
-it, so the name is read in the user's own words, not from a list of names. The lists here
-are closed classes of the language (relations, titles, common surnames, characters that
-end a name), not phrasings.
+  "同事小张", "我家猫咪咪"): a surname and one or two characters, 小 / 老 / 阿 and one,
+  or a doubled character;
+- a surname before a title ("李老师", "王总", "张阿姨"), and 小 / 老 before a surname
+  ("小刘", "老马").
+The Chinese counterpart of "not written in lower case" is "not a word of the language":
+a shape after a relation that is a common word (儿子高考…, 妈妈天天…, 老公小气) names no
+one. Common words come from jieba's dictionary (its frequencies; the words it tags as
+person names stay names). A full name also answers to its given name (王若琳 → 若琳), as
+people are later asked about. Once a user's text has introduced a name, every memory that
+contains it names it. The lists here are closed classes of the language (relations,
+titles, surnames, characters that end a name), not phrasings.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.resources
 import re
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
-# Common surnames, less those whose character mostly begins an ordinary word (包, 向,
-# 连, 常, 于: "妈妈包饺子" names no one).
+# Common surnames, less those whose character mostly begins an ordinary word (包, 向, 连,
+# 常, 于, 师: "妈妈包饺子" and "我师姐" name no one).
 _SURNAMES = frozenset(
     "王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘蒋蔡余杜叶程苏"
     "魏吕丁任沈姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝龚"
     "邵万钱严覃武戴莫孔汤文樊葛邢安乔庞颜倪庄聂章鲁岳翟殷詹欧耿兰焦俞柳祝舒阮柯纪梅童凌季裴霍"
     "涂苗翁冉骆蓝辛靳柴蒙鲍喻祁蒲房滕饶牟艾阳穆农卓古吉缪简项芦麦褚娄窦戚岑景党宫卜晏席卫柏"
-    "宗瞿桂佟臧闵苟邬边卞姬师仇栾隋商刁沙荣巫寇桑郎甄丛仲虞敖巩佘池查麻苑迟邝")
+    "宗瞿桂佟臧闵苟邬边卞姬仇栾隋商刁沙荣巫寇桑郎甄丛仲虞敖巩佘池查麻苑迟邝")
 # Words for whom a person is to the speaker, and the pets a name follows.
 _RELATION_WORDS = """
 爸爸 妈妈 父亲 母亲 老公 老婆 丈夫 妻子 太太 爱人 儿子 女儿 哥哥 姐姐 弟弟 妹妹 表哥 表姐 表弟
@@ -36,7 +41,10 @@ _RELATION_WORDS = """
 老板 上司 领导 经理 主管 组长 导师 教练 医生 邻居 房东 客户 搭档 合伙人 师傅 徒弟 学生 宝宝
 狗狗 小狗 猫咪 小猫 狗 猫 兔子 鹦鹉 仓鼠 宠物 我哥 我姐 我弟 我妹
 """
-_TITLE_WORDS = "老师 总 经理 医生 大夫 阿姨 叔叔 师傅 律师 教授 主任 老板 姐 哥 工"
+_TITLE_WORDS = """
+老师 总 经理 医生 大夫 阿姨 叔叔 师傅 律师 教授 主任 老板 姐 哥 工 奶奶 爷爷 伯伯 大爷 大妈 婶
+嫂 先生 女士 小姐 总监 处长 科长 局长
+"""
 # longest first, so that a pattern of them takes 表妹 before 妹
 _RELATIONS = sorted(_RELATION_WORDS.split(), key=len, reverse=True)
 _TITLES = sorted(_TITLE_WORDS.split(), key=len, reverse=True)
@@ -47,21 +55,23 @@ _ENDS = frozenset(
     "昨前后上下最很太不没每刚已正吗呢吧啊呀哦嘛我你他她它们一两几有做再找带问请叫帮非真特"
     "好家看见约陪等谢")
 _PRONOUNS = frozenset("我你他她它咱您")
+_COUNTING = frozenset("这那每本一二三四五六七八九十两几半")  # before 周 the week, 张 a sheet
+_CLAUSE = frozenset("，。！？、；：,.!?;: \n")  # what a clause starts after
 _ASKING = frozenset("什啥谁哪怎多几")
-# Common words that a surname or 小 / 老 / 阿 begins: never a name after a relation.
-_COMMON_WORDS = """
-马上 周末 周一 周二 周三 周四 周五 周六 周日 周天 周年 高兴 方便 方面 常常 许多 于是 万一 白天
-毛病 时候 时间 全部 文件 关系 关心 应该 成功 华为 司机 车上 车里 江边 小时 小心 小孩 小学 小区
-小说 小吃 小狗 小猫 老家 老是 老公 老婆 老师 老板 老人 阿姨 单位 明天 明年 安排 安全 和我 康复
-小于 小米 小康 小包 小路 老路 小牛 老牛 小马 小石 老龙 小龙 老黄 小黄 小白 老白 小宋 老宋 小名
-"""
-_WORDS = frozenset(_COMMON_WORDS.split())
+# After 叫, what names nothing: a measure word or an aspect ("叫个车", "叫了外卖").
+_NOT_CALLED = frozenset("个份了上过醒")
+# Before 叫, what makes it a naming: a relation or a pet just named, keeping one, a name.
+_NAMING = re.compile("(?:" + "|".join(_RELATIONS) + "|养|名|姓|只|条)[^。！？!?]{0,8}$")
 _TITLED = re.compile(
     f"([{''.join(sorted(_SURNAMES))}]"
     f"(?:{'|'.join(_TITLES)}))")
 _CALLED = re.compile(r"(?:名字叫|名字是|名叫|叫做|叫|喊)")
-# 小 / 老 and a surname: how colleagues and friends are called ("小刘", "老马"), cue or not.
 _FAMILIAR = re.compile(f"[小老][{''.join(sorted(_SURNAMES))}]")
+# 小 / 老 and a surname is a nickname so often that the dictionary counts those as words
+# too (小张, 老马); these few are words instead.
+_NOT_FAMILIAR_WORDS = """小麦 小孔 小农 小钱 小商 小房 老农 小熊 小米 小康 小于 小龙 小金 老姜
+小毛 小路 老路"""
+_NOT_FAMILIAR = frozenset(_NOT_FAMILIAR_WORDS.split())
 _RELATED = re.compile("|".join(_RELATIONS))
 
 
@@ -69,21 +79,57 @@ def has_cjk(text: str) -> bool:
     return _CJK.search(text) is not None
 
 
+_COUNTED = 50
+
+
+@functools.cache
+def _common() -> frozenset[str]:
+    """Words of two or three characters that jieba's dictionary counts 50 times or more,
+    less those it tags as person names (小雨, 安娜, 老王): ~37k words, ~8 MB, read once."""
+    words = set()
+    with (importlib.resources.files("jieba") / "dict.txt").open(encoding="utf-8") as f:
+        for line in f:
+            word, freq, tag = line.split()
+            if 2 <= len(word) <= 3 and int(freq) >= _COUNTED and not tag.startswith("nr"):
+                words.add(word)
+    return frozenset(words)
+
+
+def _word(text: str) -> bool:
+    return text in _common()
+
+
 def introduced(text: str) -> frozenset[str]:
     """The names `text` introduces, and each full name's given name."""
     if not has_cjk(text):
         return frozenset()
-    # a one-character title must end there too: "张总说", not "高工资" nor "一张总结"
-    found = {m[1] for m in _TITLED.finditer(text) if _starts_before(text, m.start(1))
-             and (len(m[1]) > 2 or _ends_after(text, m.end(1)))}
-    found.update(m[0] for m in _FAMILIAR.finditer(text) if _ends_after(text, m.end()))
+    found = {m[1] for m in _TITLED.finditer(text) if _titled(text, m.start(1), m.end(1))}
+    found.update(m[0] for m in _FAMILIAR.finditer(text)
+                 if m[0] not in _NOT_FAMILIAR and _ends_after(text, m.end()))
     for m in _CALLED.finditer(text):
-        found.update(_called(text, m.end()))
+        found.update(_called(text, m.start(), m.end()))
     for m in _RELATED.finditer(text):
         found.update(_shaped(text, m.end()))
-    given = {name[1:] for name in found
-             if len(name) == 3 and name[0] in _SURNAMES and name[:2] not in _WORDS}
-    return frozenset(n for n in found | given if n[:2] not in _WORDS)
+    given = {name[1:] for name in found if len(name) == 3 and name[0] in _SURNAMES
+             and not any(name.endswith(title) for title in _TITLES)}
+    return frozenset(found | given)
+
+
+def _titled(text: str, start: int, end: int, after_relation: bool = False) -> bool:
+    """Whether a surname and a title at text[start:end] stand alone: nothing of a word
+    before, unless a relation ("楼下张阿姨", "客户郑先生"; not "语文老师"), and a
+    one-character title that does not begin the next word ("王总明天", not "这周总是")."""
+    if (not after_relation and start and text[start - 1] not in _ENDS
+            and _CJK.match(text[start - 1])) or (start and text[start - 1] in _COUNTING):
+        return False  # "语文老师"; "这周总是", "一张总结": a week, a sheet
+    return end - start > 2 or text[end:end + 1] in _ENDS or not _word(text[end - 1:end + 1])
+
+
+def _ends_after(text: str, at: int) -> bool:
+    """Whether a name may end at `at`: the text ends, or what follows is no Chinese, or a
+    character that ends a name, or the start of a word ("小刘还", "小刘明天")."""
+    return (at >= len(text) or text[at] in _ENDS or not _CJK.match(text[at])
+            or _word(text[at:at + 2]))
 
 
 def _run(text: str, at: int, most: int) -> str:
@@ -96,43 +142,45 @@ def _run(text: str, at: int, most: int) -> str:
     return out
 
 
-def _starts_before(text: str, at: int) -> bool:
-    """Whether a name may start at `at`: nothing of a word before it ("楼下张阿姨", "王总";
-    not "语文老师")."""
-    return at == 0 or text[at - 1] in _ENDS or not _CJK.match(text[at - 1])
-
-
-def _ends_after(text: str, at: int) -> bool:
-    """Whether a name may end at `at`: the text ends, or a character that ends a name
-    follows ("张姐说", not "温哥华"; "小刘还", not "小米粥")."""
-    return at >= len(text) or text[at] in _ENDS or not _CJK.match(text[at])
-
-
-def _called(text: str, at: int) -> list[str]:
+def _called(text: str, start: int, at: int) -> list[str]:
     """After 叫 or 喊: two or three characters up to one that ends a name ("叫豆豆",
-    "叫陈磊", "都叫她芳姐"; not "叫我", "叫了外卖")."""
-    if text[at:at + 1] in _ASKING:  # "我叫什么名字？"
+    "叫陈磊", "都叫她芳姐"; not "叫我", "叫了外卖", "叫妈妈来", "你叫什么"). A common word
+    is a name only where a relation or a pet was just named ("养了一只柯基，叫可乐")."""
+    nxt = text[at:at + 1]
+    if not nxt or nxt in _ASKING or nxt in _NOT_CALLED:
         return []
-    if at < len(text) and text[at] in _PRONOUNS:
+    if nxt in _PRONOUNS:
         # "喊他马总", "叫她芳姐": a name after him or her only if it has a name's shape,
         # since "叫他去买菜" asks him to do something
         name = _run(text, at + 1, 3)
-        shaped = name[-1:] in _TITLES or name[:1] in "小老阿"
-        return [name] if text[at] in "他她" and len(name) >= 2 and shaped else []
+        shaped = any(name.endswith(t) for t in _TITLES) or name[:1] in "小老阿"
+        return [name] if nxt in "他她" and len(name) >= 2 and shaped else []
     name = _run(text, at, 3)
-    return [name] if len(name) >= 2 else []
+    if len(name) < 2 or name in _RELATIONS:
+        return []
+    # a common word, or 叫 opening a clause ("，叫外卖吧"): a name only after a naming
+    named = _NAMING.search(text[:start]) is not None
+    if _word(name) or _word(name[:2]) or not start or text[start - 1] in _CLAUSE:
+        return [name] if named else []
+    return [name]
 
 
 def _shaped(text: str, at: int) -> list[str]:
-    """After a relation: what has a name's shape ("王若琳", "小张", "咪咪"), else nothing
-    ("同事推荐了…" has none)."""
-    first = text[at:at + 1]
+    """After a relation: what has a name's shape and is no common word ("王若琳", "小张",
+    "咪咪"; not "高考完", "天天", "小气")."""
+    titled = _TITLED.match(text, at)  # "客户郑先生", "导师吴教授"
+    if titled and _titled(text, at, titled.end(1), after_relation=True):
+        return [titled[1]]
+    first, pair = text[at:at + 1], text[at:at + 2]
+    if first in "小老" and pair[1:] in _SURNAMES:  # 小张: no dictionary tells these apart
+        return [] if pair in _NOT_FAMILIAR else [pair]
     if first in _SURNAMES:
         name = first + _run(text, at + 1, 2)
-        return [name] if len(name) >= 2 else []
-    pair = text[at:at + 2]
-    if len(pair) == 2 and _CJK.match(pair[1]) and pair[1] not in _ENDS and (
-            first in "小老阿" or pair[0] == pair[1]):
+        if len(name) < 2 or name in _RELATIONS or any(map(_word, {name, name[:2], name[1:]})):
+            return []
+        return [name]
+    if (len(pair) == 2 and _CJK.match(pair[1]) and pair[1] not in _ENDS
+            and (first in "小老阿" or pair[0] == pair[1]) and not _word(pair)):
         return [pair]
     return []
 

@@ -22,6 +22,12 @@ from memray.core.names_zh import introduced, mentioned
     ("今天小刘还带了点心", {"小刘"}),  # 小 / 老 and a surname, with no cue
     ("大家都喊他马总", {"马总"}),  # after him: only what has a name's shape
     ("我们都叫她芳姐", {"芳姐"}),
+    ("客户郑先生又改需求了", {"郑先生"}),  # a title after a relation
+    ("张医生说没事", {"张医生"}),  # a title is no given name
+    ("张总和李总下午开会", {"张总", "李总"}),
+    ("我女朋友叫小雨", {"小雨"}),
+    ("家里养了一条柯基，叫可乐", {"可乐"}),  # a common word, where a pet was just named
+    ("我儿子小宝对鸡蛋过敏", {"小宝"}),
 ])
 def test_a_name_is_read_where_a_text_introduces_it(text: str, names: set[str]) -> None:
     assert introduced(text) == names
@@ -41,6 +47,15 @@ def test_a_name_is_read_where_a_text_introduces_it(text: str, names: set[str]) -
     "这份工作的高工资",  # a one-character title must end the name
     "写了一张总结",
     "I have a dog called Max",  # no Chinese: the capitals rule reads it
+    # After a relation, a common word (jieba's dictionary) names no one:
+    "儿子高考完了",
+    "妈妈天天做饭",
+    "老公小气得很",
+    "爷爷高血压又犯了",
+    "同事商量了一下",
+    "对小麦过敏",  # 小 and a surname that is a word
+    "懒得做饭，叫外卖吧",  # 叫 opening a clause, with nothing named before it
+    "这周总是下雨",  # 周 after 这 is a week
 ])
 def test_what_is_no_name(text: str) -> None:
     assert introduced(text) == frozenset()
