@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memray.core.lexical import STOP, renumbering
-from memray.core.names_zh import has_cjk, introduced, mentioned
+from memray.core.names_zh import fulls_in, groups, has_cjk, introduced
 
 # A run of Latin letters (accented ones too), with inner apostrophes: "O'Brien", "José",
 # and "Anna" inside "我姐姐Anna喜欢爵士" (Chinese puts no space around it).
@@ -113,6 +113,9 @@ class Names:
         self._texts: list[str] = []
         self._zh = Counter[str]()  # Chinese names, by how many texts introduce them
         self._zh_rows: dict[str, Rows] = {}  # rows that contain each, on first ask
+        # what the texts say, on first ask: whether they contain a string, a surname's names
+        self._says: dict[str, bool] = {}
+        self._fulls: dict[str, frozenset[str]] = {}
         self._add([_read(text, said is None or said[i]) for i, text in enumerate(texts)],
                   texts)
 
@@ -147,7 +150,7 @@ class Names:
         out._zh = self._zh.copy()
         out._zh.subtract(n for text in gone for n in introduced(text))
         out._zh = +out._zh
-        out._zh_rows = {}
+        out._zh_rows, out._says, out._fulls = {}, {}, {}
         out._all = dict(self._all) if len(keep) == self._n else {}
         if len(keep) < self._n:  # positions are row numbers: those after a gone row move up
             moved = renumbering(keep, self._n)
@@ -161,17 +164,37 @@ class Names:
 
     def named(self, query: str) -> frozenset[str]:
         """The names of this index that `query` names: its capitalised ones, and the
-        Chinese names the user's texts introduced that it contains (core/names_zh.py)."""
+        people among those the user's Chinese texts introduced (core/names_zh.py), each
+        as the forms of their name joined by "|" ("王若琳|琳琳|若琳")."""
         latin = frozenset(w for w in asked(query) if w in self._rows)
-        return latin | mentioned(frozenset(self._zh), query) if has_cjk(query) else latin
+        if not has_cjk(query):
+            return latin
+        people = groups(frozenset(self._zh), query, self._said, self._fulls_of)
+        return latin | {"|".join(sorted(forms)) for forms in people}
+
+    def _fulls_of(self, surname: str) -> frozenset[str]:
+        """The full names of `surname` the user's texts say (core/names_zh.py)."""
+        if surname not in self._fulls:
+            self._fulls[surname] = frozenset().union(*(fulls_in(text, surname)
+                                                       for text in self._texts if surname in text))
+        return self._fulls[surname]
+
+    def _said(self, text: str) -> bool:
+        """Whether any of the user's texts contains `text`."""
+        if text not in self._says:
+            self._says[text] = any(text in held for held in self._texts)
+        return self._says[text]
 
     def _rows_of(self, name: str) -> Rows | None:
+        """The rows that name `name`: a Latin name's, or the rows that contain any form
+        of a Chinese one."""
         rows = self._rows.get(name)
-        if rows is None and name in self._zh:
+        if rows is None and has_cjk(name):
             rows = self._zh_rows.get(name)
             if rows is None:
-                rows = np.array([i for i, text in enumerate(self._texts) if name in text],
-                                dtype=np.int64)
+                forms = name.split("|")
+                rows = np.array([i for i, text in enumerate(self._texts)
+                                 if any(form in text for form in forms)], dtype=np.int64)
                 self._zh_rows[name] = rows
         return rows
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import importlib.resources
 import re
+from collections.abc import Callable
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 # Common surnames, less those whose character mostly begins an ordinary word (包, 向, 连,
@@ -38,6 +39,8 @@ _RELATION_WORDS = """
 爸爸 妈妈 父亲 母亲 老公 老婆 丈夫 妻子 太太 爱人 儿子 女儿 哥哥 姐姐 弟弟 妹妹 表哥 表姐 表弟
 表妹 堂哥 堂姐 堂弟 堂妹 爷爷 奶奶 外公 外婆 姥姥 姥爷 叔叔 阿姨 舅舅 舅妈 姑姑 姨妈 婶婶 侄子
 侄女 外甥 外甥女 孙子 孙女 男朋友 女朋友 男友 女友 对象 朋友 好友 闺蜜 发小 同学 室友 舍友 同事
+闺女 媳妇 老伴 儿媳 女婿 公公 婆婆 岳父 岳母 兄弟 师兄 师姐 师弟 师妹 学长 学姐 大厨 厨师 店员 员工
+伙计 助理 秘书 实习生 常客 顾客 网友 队友 班主任
 老板 上司 领导 经理 主管 组长 导师 教练 医生 邻居 房东 客户 搭档 合伙人 师傅 徒弟 学生 宝宝
 狗狗 小狗 猫咪 小猫 狗 猫 兔子 鹦鹉 仓鼠 宠物 我哥 我姐 我弟 我妹
 """
@@ -132,11 +135,11 @@ def _ends_after(text: str, at: int) -> bool:
             or _word(text[at:at + 2]))
 
 
-def _run(text: str, at: int, most: int) -> str:
+def _run(text: str, at: int, most: int, stops: frozenset[str] = _ENDS) -> str:
     """Up to `most` characters of Chinese from `at`, stopping before one that ends a name."""
     out = ""
     for ch in text[at:at + most]:
-        if ch in _ENDS or not _CJK.match(ch):
+        if ch in stops or not _CJK.match(ch):
             break
         out += ch
     return out
@@ -182,7 +185,24 @@ def _shaped(text: str, at: int) -> list[str]:
     if (len(pair) == 2 and _CJK.match(pair[1]) and pair[1] not in _ENDS
             and (first in "小老阿" or pair[0] == pair[1]) and not _word(pair)):
         return [pair]
+    # two characters that a pronoun takes up: "我老婆秀梅，她…" (not "奶奶腿疼，明天…")
+    after = text[at + 2:at + 4].lstrip("，,")
+    if (len(pair) == 2 and all(_CJK.match(c) and c not in _ENDS for c in pair)
+            and after[:1] in ("他", "她") and not _word(pair) and pair not in _RELATIONS):
+        return [pair]
     return []
+
+
+def fulls_in(text: str, surname: str) -> frozenset[str]:
+    """The full names of `surname` that `text` says where a word starts ("钱永福那边…")."""
+    out = set()
+    at = text.find(surname)
+    while at >= 0:
+        run = surname + _run(text, at + 1, 2)
+        if _starts_word(text, at) and _full(run):
+            out.add(run)
+        at = text.find(surname, at + 1)
+    return frozenset(out)
 
 
 def mentioned(names: frozenset[str], text: str) -> frozenset[str]:
@@ -190,3 +210,83 @@ def mentioned(names: frozenset[str], text: str) -> frozenset[str]:
     contains (a question about 王若琳 names her, not also 若琳 as someone else)."""
     hits = [n for n in names if n in text]
     return frozenset(n for n in hits if not any(n != m and n in m for m in hits))
+
+
+def _full(name: str) -> bool:
+    """Whether `name` has the shape of a full name: a surname and one or two characters,
+    no title, no nickname, no common word (刘晨, 王若琳; not 马总, 小刘, 周末)."""
+    return (2 <= len(name) <= 3 and name[0] in _SURNAMES and _CJK.match(name[1:]) is not None
+            and not any(name.endswith(t) for t in _TITLES) and not _TITLED.match(name)
+            and not _word(name[:2]))
+
+
+def _starts_word(text: str, at: int) -> bool:
+    """Whether a word may start at `at`: the text starts, or punctuation, a particle or
+    other character that ends a name is before it, but not a number or a demonstrative
+    (一段时间, 这周) nor 小 / 老 / 阿 (小刘 is a nickname)."""
+    before = text[at - 1:at]
+    return not before or ((before in _ENDS or not _CJK.match(before)) and before not in _COUNTING)
+
+
+def _surname_of(name: str) -> str:
+    """The surname a nickname or a title carries (小钱, 老葛, 郑医生 → 钱, 葛, 郑), or ""."""
+    if len(name) == 2 and name[0] in "小老" and name[1] in _SURNAMES:
+        return name[1]
+    titled = _TITLED.fullmatch(name)
+    return titled[1][0] if titled else ""
+
+
+def _by_surname(full: str) -> frozenset[str]:
+    """What a full name is called by through its surname: 小刘, 老刘, 刘总, 刘姐 …"""
+    return frozenset({"小" + full[0], "老" + full[0]} | {full[0] + t for t in _TITLES})
+
+
+def _by_given(full: str) -> frozenset[str]:
+    """What a full name is called by through its given name: the given name (of two
+    characters), its last character doubled, after 阿 or before 姐 / 哥 (若琳, 琳琳; 芳姐)."""
+    last = full[-1]
+    out = {last * 2, "阿" + last, last + "姐", last + "哥"}
+    return frozenset(out | ({full[1:]} if len(full) == 3 else set()))
+
+
+def groups(known: frozenset[str], query: str,
+           said: Callable[[str], bool] = lambda _: True,
+           fulls_of: Callable[[str], frozenset[str]] = lambda _: frozenset(),
+           ) -> frozenset[frozenset[str]]:
+    """The people `query` names, each as the forms of their name to look for in memories.
+
+    A full name in the query (known or not) or a known one's given name stands for the
+    person with that name, who is also called by the given name's forms (若琳 → 王若琳, 琳琳)
+    and by the known names its surname forms (小刘, 马总), unless another known full name
+    shares that surname. A full name not introduced counts only if the user's texts say it
+    (`said`) and it starts a word. A known nickname or title (小刘, 马总) stands for the
+    one known full name of its surname, if there is exactly one, else for the one full
+    name of that surname the user's texts say (`fulls_of`: 老钱 → 钱永福), if there is
+    exactly one. Anything else stands for itself."""
+    fulls = {n for n in known if _full(n)}
+    # a surname that begins no nickname (小刘谁: no 刘谁), up to a question word
+    runs = [ch + _run(query, i + 1, 2, _ENDS | _ASKING) for i, ch in enumerate(query)
+            if ch in _SURNAMES and _starts_word(query, i)]
+    # where a name ends is unknown: "王磊怎么样" holds 王磊, not 王磊怎
+    asked_fulls = {f for run in runs if not (_word(run) or _word(run[1:]) or run in _RELATIONS)
+                   for f in (run, run[:2]) if _full(f) and (f in known or said(f))}
+
+    def person(full: str) -> frozenset[str]:
+        forms = {full} | (_by_given(full) & known) | {full[-1] * 2}
+        if len(full) == 3:
+            forms.add(full[1:])
+        if not any(other[0] == full[0] and other != full for other in fulls):
+            forms |= _by_surname(full) & known
+        return frozenset(forms)
+
+    out = {person(f) for f in asked_fulls
+           if f in known or (person(f) - {f, f[-1] * 2, f[1:]})}
+    covered = set().union(*out)
+    for name in mentioned(known, query) - covered:
+        owners = [f for f in fulls if name in (f, f[1:]) or name in _by_given(f)
+                  or (name in _by_surname(f) and sum(o[0] == f[0] for o in fulls) == 1)]
+        surname = _surname_of(name)
+        if not owners and surname and not any(f[0] == surname for f in fulls):
+            owners = list(fulls_of(surname))
+        out.add(person(owners[0]) if len(owners) == 1 else frozenset({name}))
+    return frozenset(out)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from memray.core.entities import Names, may_name
-from memray.core.names_zh import introduced, mentioned
+from memray.core.names_zh import fulls_in, groups, introduced, mentioned
 
 
 @pytest.mark.parametrize(("text", "names"), [
@@ -28,6 +28,7 @@ from memray.core.names_zh import introduced, mentioned
     ("我女朋友叫小雨", {"小雨"}),
     ("家里养了一条柯基，叫可乐", {"可乐"}),  # a common word, where a pet was just named
     ("我儿子小宝对鸡蛋过敏", {"小宝"}),
+    ("我老婆秀梅，她管收银", {"秀梅"}),  # two characters a pronoun takes up
 ])
 def test_a_name_is_read_where_a_text_introduces_it(text: str, names: set[str]) -> None:
     assert introduced(text) == names
@@ -56,6 +57,7 @@ def test_a_name_is_read_where_a_text_introduces_it(text: str, names: set[str]) -
     "对小麦过敏",  # 小 and a surname that is a word
     "懒得做饭，叫外卖吧",  # 叫 opening a clause, with nothing named before it
     "这周总是下雨",  # 周 after 这 is a week
+    "奶奶腿疼，明天带她去医院",  # no pronoun takes it up
 ])
 def test_what_is_no_name(text: str) -> None:
     assert introduced(text) == frozenset()
@@ -72,11 +74,37 @@ def test_the_index_finds_every_memory_that_contains_an_introduced_name() -> None
     texts = ["我表妹王若琳今年考研", "若琳对芒果过敏", "琳琳来住了一周", "同事小刘结婚了"]
     names = Names(texts)
     asked = names.named("若琳对什么过敏？")
-    assert asked == {"若琳"}
-    # Every text that contains the name, wherever it was introduced.
-    assert names.share(asked, 4).tolist() == [1.0, 1.0, 0.0, 0.0]
+    assert asked == {"王若琳|琳琳|若琳"}  # one person, by the forms of her name
+    # Every text that contains a form of the name, wherever it was introduced.
+    assert names.share(asked, 4).tolist() == [1.0, 1.0, 1.0, 0.0]
     both = names.named("若琳和小刘谁先结婚？")
-    assert names.share(both, 4).tolist() == [0.5, 0.5, 0.0, 0.5]
+    assert names.share(both, 4).tolist() == [0.5, 0.5, 0.5, 0.5]
+
+
+def test_a_person_is_asked_about_by_another_form_of_their_name() -> None:
+    known = frozenset({"小刘", "芳姐", "马建国", "建国", "马总", "老马", "张阿姨"})
+    # A full name never introduced, asked: linked to the nickname the user uses.
+    assert groups(known, "刘晨今年有哪些大事？") == {frozenset({"刘晨", "晨晨", "小刘"})}
+    assert groups(known, "孙芳帮过我什么忙？") == {frozenset({"孙芳", "芳芳", "芳姐"})}
+    # A nickname or title asked: the one known full name of that surname, with its forms.
+    assert groups(known, "马总做过什么决定？") == {
+        frozenset({"马建国", "建国", "国国", "马总", "老马"})}
+    assert groups(known, "周末有什么安排？") == frozenset()  # 周末 is a word, no name
+    assert groups(known, "李华来了吗？") == frozenset()  # a full name linked to no one
+    # Words that begin with a surname link to no one (老高 and 孙教授 known).
+    ill = frozenset({"老高", "孙教授"})
+    assert groups(ill, "我有高血压") == groups(ill, "平时帮忙带孙子") == frozenset()
+    assert groups(ill, "羽毛球打得怎么样") == groups(ill, "一段时间") == frozenset()
+    # A nickname no introduced full name owns: the one full name of its surname said.
+    assert groups(frozenset({"老钱"}), "老钱供的牛肉怎么样？",
+                  fulls_of=lambda s: frozenset({"钱永福"}) if s == "钱" else frozenset()) == {
+        frozenset({"钱永福", "永福", "福福", "老钱"})}
+    # A full name the user's texts never say names no one.
+    assert groups(known, "刘晨来了吗？", said=lambda _: False) == frozenset()
+    # Two known people share a surname: their surname forms stand for neither.
+    two = frozenset({"王若琳", "若琳", "王磊", "王总"})
+    assert groups(two, "王总说了什么？") == {frozenset({"王总"})}
+    assert groups(two, "王磊怎么样？") == {frozenset({"王磊", "磊磊"})}
 
 
 def test_a_name_is_forgotten_when_the_texts_that_introduced_it_are_gone() -> None:
@@ -97,3 +125,19 @@ def test_only_a_query_that_could_name_someone_builds_the_index() -> None:
     assert may_name("What did Melanie paint?")
     assert may_name("若琳怎么样？")
     assert not may_name("what did she paint?")
+
+
+def test_the_full_names_a_text_says_for_a_surname() -> None:
+    assert fulls_in("钱永福那边前天送来的牛腩不新鲜", "钱") == {"钱永福"}
+    assert fulls_in("给供牛肉的钱总打电话，钱包落在店里了", "钱") == frozenset()  # a title, a word
+    assert fulls_in("零花钱不够", "钱") == frozenset()  # inside a word
+
+
+def test_names_asks_its_texts_for_unintroduced_full_names() -> None:
+    texts = ["给我们供牛肉的钱总又涨价了", "老钱说下个月再涨", "钱永福那边送来的牛腩不新鲜",
+             "今天生意不错"]
+    names = Names(texts)
+    asked = names.named("老钱的牛肉出过什么问题？")
+    # 老钱 is 钱永福, the one full name of 钱 said, who is also 钱总 (introduced as one)
+    assert asked == {"永福|福福|老钱|钱总|钱永福"}
+    assert names.share(asked, 4).tolist() == [1.0, 1.0, 1.0, 0.0]
