@@ -268,8 +268,9 @@ def groups(known: frozenset[str], query: str,
     runs = [ch + _run(query, i + 1, 2, _ENDS | _ASKING) for i, ch in enumerate(query)
             if ch in _SURNAMES and _starts_word(query, i)]
     # where a name ends is unknown: "王磊怎么样" holds 王磊, not 王磊怎
-    asked_fulls = {f for run in runs if not (_word(run) or _word(run[1:]) or run in _RELATIONS)
-                   for f in (run, run[:2]) if _full(f) and (f in known or said(f))}
+    asked_fulls = {next((f for f in (run, run[:2]) if _full(f) and (f in known or said(f))), "")
+                   for run in runs if not (_word(run) or _word(run[1:]) or run in _RELATIONS)}
+    asked_fulls.discard("")
 
     def person(full: str) -> frozenset[str]:
         forms = {full} | (_by_given(full) & known) | {full[-1] * 2}

@@ -99,6 +99,10 @@ def test_a_person_is_asked_about_by_another_form_of_their_name() -> None:
     assert groups(frozenset({"老钱"}), "老钱供的牛肉怎么样？",
                   fulls_of=lambda s: frozenset({"钱永福"}) if s == "钱" else frozenset()) == {
         frozenset({"钱永福", "永福", "福福", "老钱"})}
+    # One person once: 张桂芳, not also 张桂 (said too, as part of her name)
+    said = "隔壁张桂芳帮我们喂猫".__contains__
+    assert groups(frozenset({"张姐"}), "张桂芳做过哪些事？", said=said) == {
+        frozenset({"张桂芳", "桂芳", "芳芳", "张姐"})}
     # A full name the user's texts never say names no one.
     assert groups(known, "刘晨来了吗？", said=lambda _: False) == frozenset()
     # Two known people share a surname: their surname forms stand for neither.
