@@ -113,7 +113,9 @@ class Names:
         self._texts: list[str] = []
         self._zh = Counter[str]()  # Chinese names, by how many texts introduce them
         self._zh_rows: dict[str, Rows] = {}  # rows that contain each, on first ask
-        # what the texts say, on first ask: whether they contain a string, a surname's names
+        # What the texts say, filled by searches on first ask: whether they contain a
+        # string, a surname's full names. Searches share the index without a lock: each
+        # fill is one dict assignment of a value any search would compute alike.
         self._says: dict[str, bool] = {}
         self._fulls: dict[str, frozenset[str]] = {}
         self._add([_read(text, said is None or said[i]) for i, text in enumerate(texts)],
@@ -182,6 +184,8 @@ class Names:
     def _said(self, text: str) -> bool:
         """Whether any of the user's texts contains `text`."""
         if text not in self._says:
+            if len(self._says) >= 4096:  # one per full name asked: bounded, as queries are not
+                self._says.clear()
             self._says[text] = any(text in held for held in self._texts)
         return self._says[text]
 
@@ -199,8 +203,9 @@ class Names:
         return rows
 
     def share(self, names: frozenset[str], n: int) -> npt.NDArray[np.float32]:
-        """For each of `n` rows, the share it names of those of `names` this index knows
-        (0..1; all 0 when it knows none)."""
+        """For each of `n` rows, the share it names of `names` (0..1): a Latin name counts
+        only if this index knows it, a Chinese person (`named`'s "|"-joined forms) always,
+        each row containing a form naming them. All 0 when none counts."""
         out = np.zeros(n, dtype=np.float32)
         known = [rows for rows in map(self._rows_of, names) if rows is not None]
         for rows in known:

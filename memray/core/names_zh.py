@@ -14,18 +14,22 @@ a shape after a relation that is a common word (儿子高考…, 妈妈天天…
 one. Common words come from jieba's dictionary (its frequencies; the words it tags as
 person names stay names). A full name also answers to its given name (王若琳 → 若琳), as
 people are later asked about. Once a user's text has introduced a name, every memory that
-contains it names it. The lists here are closed classes of the language (relations,
-titles, surnames, characters that end a name), not phrasings.
+contains it names it. The lists here are the language's words for relations and roles,
+titles, common surnames and the characters that end a name, not phrasings (a few role
+words, 大厨 and 常客 among them, were added after a test conversation used them).
 """
 
 from __future__ import annotations
 
 import functools
-import importlib.resources
+import importlib.util
+import os
 import re
+from collections import Counter
 from collections.abc import Callable
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
+_COUNTED = 50  # how often jieba's dictionary counts a common word (names are rarer)
 # Common surnames, less those whose character mostly begins an ordinary word (包, 向, 连,
 # 常, 于, 师: "妈妈包饺子" and "我师姐" name no one).
 _SURNAMES = frozenset(
@@ -51,6 +55,7 @@ _TITLE_WORDS = """
 # longest first, so that a pattern of them takes 表妹 before 妹
 _RELATIONS = sorted(_RELATION_WORDS.split(), key=len, reverse=True)
 _TITLES = sorted(_TITLE_WORDS.split(), key=len, reverse=True)
+_TITLE_ENDS = tuple(_TITLES)  # for str.endswith
 # Characters a name stops before: punctuation, particles, pronouns, common verbs and
 # adverbs that follow a subject.
 _ENDS = frozenset(
@@ -79,27 +84,31 @@ _RELATED = re.compile("|".join(_RELATIONS))
 
 
 def has_cjk(text: str) -> bool:
+    """Whether `text` holds a Chinese character (only then are these rules read)."""
     return _CJK.search(text) is not None
 
 
-_COUNTED = 50
-
-
 @functools.cache
-def _common() -> frozenset[str]:
-    """Words of two or three characters that jieba's dictionary counts 50 times or more,
-    less those it tags as person names (小雨, 安娜, 老王): ~37k words, ~8 MB, read once."""
-    words = set()
-    with (importlib.resources.files("jieba") / "dict.txt").open(encoding="utf-8") as f:
+def _lexicon() -> tuple[frozenset[str], frozenset[str]]:
+    """From jieba's dictionary, words of two or three characters counted 50 times or more:
+    those it does not tag as person names (~37k, the common words), and those it does
+    (小雨, 李白: names, but also people anyone may mention). Read once, ~0.6 s, ~8 MB;
+    found without importing jieba, whose import sets up logging."""
+    spec = importlib.util.find_spec("jieba")
+    if spec is None or spec.origin is None:
+        raise RuntimeError("jieba is not installed: it is a dependency of memray-ai")
+    words: set[str] = set()
+    people: set[str] = set()
+    with open(os.path.join(os.path.dirname(spec.origin), "dict.txt"), encoding="utf-8") as f:
         for line in f:
             word, freq, tag = line.split()
-            if 2 <= len(word) <= 3 and int(freq) >= _COUNTED and not tag.startswith("nr"):
-                words.add(word)
-    return frozenset(words)
+            if 2 <= len(word) <= 3 and int(freq) >= _COUNTED:
+                (people if tag.startswith("nr") else words).add(word)
+    return frozenset(words), frozenset(people)
 
 
 def _word(text: str) -> bool:
-    return text in _common()
+    return text in _lexicon()[0]
 
 
 def introduced(text: str) -> frozenset[str]:
@@ -113,8 +122,8 @@ def introduced(text: str) -> frozenset[str]:
         found.update(_called(text, m.start(), m.end()))
     for m in _RELATED.finditer(text):
         found.update(_shaped(text, m.end()))
-    given = {name[1:] for name in found if len(name) == 3 and name[0] in _SURNAMES
-             and not any(name.endswith(title) for title in _TITLES)}
+    given = {name[1:] for name in found if len(name) == 3 and _full(name)
+             and not _word(name[1:])}  # 李国庆 answers to 国庆 no more than the holiday
     return frozenset(found | given)
 
 
@@ -156,13 +165,13 @@ def _called(text: str, start: int, at: int) -> list[str]:
         # "喊他马总", "叫她芳姐": a name after him or her only if it has a name's shape,
         # since "叫他去买菜" asks him to do something
         name = _run(text, at + 1, 3)
-        shaped = any(name.endswith(t) for t in _TITLES) or name[:1] in "小老阿"
+        shaped = name.endswith(_TITLE_ENDS) or name[:1] in "小老阿"
         return [name] if nxt in "他她" and len(name) >= 2 and shaped else []
     name = _run(text, at, 3)
     if len(name) < 2 or name in _RELATIONS:
         return []
     # a common word, or 叫 opening a clause ("，叫外卖吧"): a name only after a naming
-    named = _NAMING.search(text[:start]) is not None
+    named = _NAMING.search(text, max(0, start - 12), start) is not None  # a bounded look back
     if _word(name) or _word(name[:2]) or not start or text[start - 1] in _CLAUSE:
         return [name] if named else []
     return [name]
@@ -216,7 +225,7 @@ def _full(name: str) -> bool:
     """Whether `name` has the shape of a full name: a surname and one or two characters,
     no title, no nickname, no common word (刘晨, 王若琳; not 马总, 小刘, 周末)."""
     return (2 <= len(name) <= 3 and name[0] in _SURNAMES and _CJK.match(name[1:]) is not None
-            and not any(name.endswith(t) for t in _TITLES) and not _TITLED.match(name)
+            and not name.endswith(_TITLE_ENDS) and not _TITLED.match(name)
             and not _word(name[:2]))
 
 
@@ -255,39 +264,62 @@ def groups(known: frozenset[str], query: str,
            ) -> frozenset[frozenset[str]]:
     """The people `query` names, each as the forms of their name to look for in memories.
 
-    A full name in the query (known or not) or a known one's given name stands for the
-    person with that name, who is also called by the given name's forms (若琳 → 王若琳, 琳琳)
-    and by the known names its surname forms (小刘, 马总), unless another known full name
-    shares that surname. A full name not introduced counts only if the user's texts say it
-    (`said`) and it starts a word. A known nickname or title (小刘, 马总) stands for the
-    one known full name of its surname, if there is exactly one, else for the one full
-    name of that surname the user's texts say (`fulls_of`: 老钱 → 钱永福), if there is
-    exactly one. Anything else stands for itself."""
-    fulls = {n for n in known if _full(n)}
-    # a surname that begins no nickname (小刘谁: no 刘谁), up to a question word
-    runs = [ch + _run(query, i + 1, 2, _ENDS | _ASKING) for i, ch in enumerate(query)
-            if ch in _SURNAMES and _starts_word(query, i)]
-    # where a name ends is unknown: "王磊怎么样" holds 王磊, not 王磊怎
-    asked_fulls = {next((f for f in (run, run[:2]) if _full(f) and (f in known or said(f))), "")
-                   for run in runs if not (_word(run) or _word(run[1:]) or run in _RELATIONS)}
-    asked_fulls.discard("")
-
-    def person(full: str) -> frozenset[str]:
-        forms = {full} | (_by_given(full) & known) | {full[-1] * 2}
-        if len(full) == 3:
-            forms.add(full[1:])
-        if not any(other[0] == full[0] and other != full for other in fulls):
-            forms |= _by_surname(full) & known
-        return frozenset(forms)
-
-    out = {person(f) for f in asked_fulls
-           if f in known or (person(f) - {f, f[-1] * 2, f[1:]})}
+    A full name in the query stands for that person (`_forms`) if it is known, or if the
+    user's texts say it (`said`) and one of its forms is known (刘晨 asked, 小刘 known). A
+    known name the query holds stands for the one known full name it is a form of (若琳 →
+    王若琳; 马总 → 马建国, if no other known full name is a 马), else, for a nickname or a
+    title, for the one full name of its surname the user's texts say (`fulls_of`: 老钱 →
+    钱永福) that is no famous name (李白), else for itself."""
+    fulls = frozenset(n for n in known if _full(n))
+    surnames = Counter(f[0] for f in fulls)
+    out = set()
+    for candidates in _asked_fulls(query):
+        for full in candidates:  # the longest the user says: 张桂芳, not also 张桂
+            forms = _forms(full, known, fulls, surnames)
+            if full in known or (forms & known - {full} and said(full)):
+                out.add(forms)
+                break
     covered = set().union(*out)
     for name in mentioned(known, query) - covered:
-        owners = [f for f in fulls if name in (f, f[1:]) or name in _by_given(f)
-                  or (name in _by_surname(f) and sum(o[0] == f[0] for o in fulls) == 1)]
+        owners = [f for f in fulls if name == f or name in _by_given(f)
+                  or (name in _by_surname(f) and surnames[f[0]] == 1)]
         surname = _surname_of(name)
-        if not owners and surname and not any(f[0] == surname for f in fulls):
-            owners = list(fulls_of(surname))
-        out.add(person(owners[0]) if len(owners) == 1 else frozenset({name}))
+        if not owners and surname and not surnames[surname]:
+            owners = list(fulls_of(surname) - _lexicon()[1])
+        out.add(_forms(owners[0], known, fulls, surnames) if len(owners) == 1
+                else frozenset({name}))
     return frozenset(out)
+
+
+def _asked_fulls(query: str) -> list[list[str]]:
+    """The full names a query may hold, longest first for each place: a surname where a
+    word starts (not 小刘's 刘), up to a question word (王磊怎么样 → 王磊), in a full name's
+    shape and not in a word (高血压, 孙子)."""
+    out = []
+    for i, ch in enumerate(query):
+        if ch not in _SURNAMES or not _starts_word(query, i):
+            continue
+        run = ch + _run(query, i + 1, 2, _ENDS | _ASKING)
+        if _word(run) or _word(run[1:]) or run in _RELATIONS:
+            continue
+        out.append([f for f in dict.fromkeys((run, run[:2])) if _full(f)])
+    return out
+
+
+def _forms(full: str, known: frozenset[str], fulls: frozenset[str],
+           surnames: Counter[str]) -> frozenset[str]:
+    """What the person named `full` is looked for by: the name; its given name and given
+    nicknames (若琳, 琳琳, and the user's 芳姐) that are no common word (宝宝, 明明) and no
+    other known full name's; the user's surname forms (小刘, 马总) if no other known full
+    name has that surname."""
+    others = fulls - {full}
+    given = _by_given(full) if len(full) == 3 else _by_given(full) - {full[1:]}
+    plain = {full[-1] * 2} | ({full[1:]} if len(full) == 3 else set())
+    # a form in the dictionary at all is anyone's (宝宝, 丽丽 are what babies and girls
+    # are called), not this person's
+    words, people = _lexicon()
+    forms = {f for f in (plain | (given & known)) if f not in words and f not in people
+             and not any(f in _by_given(o) for o in others)}
+    if surnames[full[0]] - (full in fulls) == 0:
+        forms |= _by_surname(full) & known
+    return frozenset(forms | {full})

@@ -67,10 +67,11 @@ def test_questions_are_asked_at_asked_at(tmp_path: Path, embedder: CachedEmbedde
 
 def test_chinese_names_bring_in_the_turns_about_the_person_asked_about(
         embedder: CachedEmbedder) -> None:
-    # tests/data/names/names_fresh_zh.json: people and a cat named in passing over six
-    # sessions, questions that name them. The names are read where the user introduces
-    # them (core/names_zh.py); without the index, Chinese rests on keywords alone.
-    data = str(Path(__file__).parents[1] / "data" / "names" / "names_fresh_zh.json")
+    # tests/data/names/names_fresh_zh3.json: people and a cat named in passing over six
+    # sessions by several forms of their names, questions that name them (the set no rule
+    # was shaped on). The names are read where the user introduces them
+    # (core/names_zh.py); without the index, Chinese rests on keywords alone.
+    data = str(Path(__file__).parents[1] / "data" / "names" / "names_fresh_zh3.json")
 
     def multi_hop(w_entity: float) -> float:
         result = run(LocomoArgs(data=data, ks=(10,), config={"recall": {"w_entity": w_entity}}),
@@ -78,4 +79,4 @@ def test_chinese_names_bring_in_the_turns_about_the_person_asked_about(
         return float(result["results"]["multi-hop"]["recall@10"])
 
     off, on = multi_hop(0.0), multi_hop(0.2)
-    assert on >= off + 0.05, (off, on)
+    assert on >= off + 0.1, (off, on)  # 0.698 -> 0.854 when written

@@ -1,6 +1,7 @@
 """The Chinese name rules (core/names_zh.py) on 228 chat messages a reviewer wrote to break
-them (tests/data/names/zh_names_probe.jsonl): 102 that name someone in the many ways
-Chinese speakers do, 126 that name no one but hold words that could fool the rules. The
+them (tests/data/names/zh_names_probe.jsonl): 97 that name 102 people and pets in the
+many ways Chinese speakers do, 131 that name no one, most holding words that could fool
+the rules. The
 rules were fixed against this set, so these are floors against regressions, not a measure
 of unseen text (BENCHMARKS.md has the first-run figures)."""
 
