@@ -70,11 +70,10 @@ _ASKING = frozenset("什啥谁哪怎多几")
 _NOT_CALLED = frozenset("个份了上过醒")
 # Before 叫, what makes it a naming: a relation or a pet just named, keeping one, a name.
 _NAMING = re.compile("(?:" + "|".join(_RELATIONS) + "|养|名|姓|只|条)[^。！？!?]{0,8}$")
-_TITLED = re.compile(
-    f"([{''.join(sorted(_SURNAMES))}]"
-    f"(?:{'|'.join(_TITLES)}))")
+_SURNAME = f"[{''.join(sorted(_SURNAMES))}]"
+_TITLED = re.compile(f"({_SURNAME}(?:{'|'.join(_TITLES)}))")
 _CALLED = re.compile(r"(?:名字叫|名字是|名叫|叫做|叫|喊)")
-_FAMILIAR = re.compile(f"[小老][{''.join(sorted(_SURNAMES))}]")
+_FAMILIAR = re.compile(f"[小老]{_SURNAME}")
 # 小 / 老 and a surname is a nickname so often that the dictionary counts those as words
 # too (小张, 老马); these few are words instead.
 _NOT_FAMILIAR_WORDS = """小麦 小孔 小农 小钱 小商 小房 老农 小熊 小米 小康 小于 小龙 小金 老姜
@@ -131,8 +130,7 @@ def _titled(text: str, start: int, end: int, after_relation: bool = False) -> bo
     """Whether a surname and a title at text[start:end] stand alone: nothing of a word
     before, unless a relation ("楼下张阿姨", "客户郑先生"; not "语文老师"), and a
     one-character title that does not begin the next word ("王总明天", not "这周总是")."""
-    if (not after_relation and start and text[start - 1] not in _ENDS
-            and _CJK.match(text[start - 1])) or (start and text[start - 1] in _COUNTING):
+    if text[start - 1:start] in _COUNTING or not (after_relation or _starts_word(text, start)):
         return False  # "语文老师"; "这周总是", "一张总结": a week, a sheet
     return end - start > 2 or text[end:end + 1] in _ENDS or not _word(text[end - 1:end + 1])
 
@@ -170,10 +168,10 @@ def _called(text: str, start: int, at: int) -> list[str]:
     name = _run(text, at, 3)
     if len(name) < 2 or name in _RELATIONS:
         return []
-    # a common word, or 叫 opening a clause ("，叫外卖吧"): a name only after a naming
-    named = _NAMING.search(text, max(0, start - 12), start) is not None  # a bounded look back
+    # a common word, or 叫 opening a clause ("，叫外卖吧"): a name only after a naming,
+    # looked for in the few characters a relation and what follows it take
     if _word(name) or _word(name[:2]) or not start or text[start - 1] in _CLAUSE:
-        return [name] if named else []
+        return [name] if _NAMING.search(text, max(0, start - 12), start) else []
     return [name]
 
 
@@ -184,7 +182,7 @@ def _shaped(text: str, at: int) -> list[str]:
     if titled and _titled(text, at, titled.end(1), after_relation=True):
         return [titled[1]]
     first, pair = text[at:at + 1], text[at:at + 2]
-    if first in "小老" and pair[1:] in _SURNAMES:  # 小张: no dictionary tells these apart
+    if _FAMILIAR.fullmatch(pair):  # 小张: no dictionary tells these apart
         return [] if pair in _NOT_FAMILIAR else [pair]
     if first in _SURNAMES:
         name = first + _run(text, at + 1, 2)
@@ -239,7 +237,7 @@ def _starts_word(text: str, at: int) -> bool:
 
 def _surname_of(name: str) -> str:
     """The surname a nickname or a title carries (小钱, 老葛, 郑医生 → 钱, 葛, 郑), or ""."""
-    if len(name) == 2 and name[0] in "小老" and name[1] in _SURNAMES:
+    if _FAMILIAR.fullmatch(name):
         return name[1]
     titled = _TITLED.fullmatch(name)
     return titled[1][0] if titled else ""
@@ -313,12 +311,14 @@ def _forms(full: str, known: frozenset[str], fulls: frozenset[str],
     other known full name's; the user's surname forms (小刘, 马总) if no other known full
     name has that surname."""
     others = fulls - {full}
-    given = _by_given(full) if len(full) == 3 else _by_given(full) - {full[1:]}
+    # the given name and its doubled last character whether the user used them or not
+    # (琳琳 for 若琳), the other nicknames only if they did (芳姐)
     plain = {full[-1] * 2} | ({full[1:]} if len(full) == 3 else set())
     # a form in the dictionary at all is anyone's (宝宝, 丽丽 are what babies and girls
     # are called), not this person's
     words, people = _lexicon()
-    forms = {f for f in (plain | (given & known)) if f not in words and f not in people
+    forms = {f for f in _by_given(full) if (f in plain or f in known)
+             and f not in words and f not in people
              and not any(f in _by_given(o) for o in others)}
     if surnames[full[0]] - (full in fulls) == 0:
         forms |= _by_surname(full) & known
