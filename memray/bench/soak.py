@@ -212,7 +212,16 @@ def _delete(http: httpx.Client, rng: random.Random, user: str, ledger: Ledger) -
 
 
 def _status(r: httpx.Response) -> str:
-    return "" if r.status_code < 300 else str(r.status_code)
+    """"" on success, else the status and the API's error code ("404 not_found"), so a
+    route that did not match tells itself apart from a memory that was not found."""
+    if r.status_code < 300:
+        return ""
+    try:
+        body = r.json()
+    except ValueError:
+        body = None
+    code = body.get("error") if isinstance(body, dict) else None
+    return f"{r.status_code} {code}" if isinstance(code, str) else str(r.status_code)
 
 
 def _sample_rss(pid: Callable[[], int], every_s: float, stop: threading.Event,

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from memray.core.backend import Backend
 from memray.core.changes import ChangeSet
 from memray.core.engine import Engine
+from memray.core.lookup import committed
 from memray.core.messages import Message
 from memray.core.policies import redact
 from memray.core.records import new_record
@@ -155,7 +156,7 @@ class Edits:
             return committer.commit(changes)
 
     def _require(self, uid: str, mid: str) -> MemoryRecord:
-        found = self._backend.live.store.query(uid, Where(ids=(mid,)), limit=1)
-        if not found:
+        found = committed(self._backend.live.store, self._backend.events, uid, mid)
+        if found is None:
             raise MemoryNotFoundError(f"no memory {mid} for this user")
-        return found[0]
+        return found

@@ -24,6 +24,7 @@ from memray.core.deletions import Deletions
 from memray.core.doctor import Doctor, DoctorReport
 from memray.core.edits import Edits
 from memray.core.engine import Engine
+from memray.core.lookup import committed
 from memray.core.messages import Message, normalize
 from memray.core.profile import Profile, Profiles, llm_summarizer
 from memray.core.prompt import prompt_section
@@ -280,8 +281,7 @@ class Memory:
         uid, mid = validate.user_id(user_id), validate.memory_id(memory_id)
         store = self._backend.live.store
         self._recall.current(uid, min_version, store)
-        found = store.query(uid, Where(ids=(mid,)), limit=1)
-        return found[0] if found else None
+        return committed(store, self._backend.events, uid, mid)
 
     @tracing.memory_operation("search_memory")
     def get_all(self, *, user_id: str, limit: int = 100, cursor: str | None = None,

@@ -34,7 +34,7 @@ from memray.errors import ExtractionError
 from memray.extract.rules import classify
 from memray.models import MemoryRecord, MemoryStatus, MemoryType, utcnow
 from memray.store.base import Where
-from memray.store.events import PROFILE_META, StoreOp
+from memray.store.events import PROFILE_META, overlaid
 from memray.store.rows import to_ms
 
 log = logging.getLogger(__name__)
@@ -231,7 +231,7 @@ class Profiles:
             records = e.store.query(uid, Where(statuses=(MemoryStatus.ACTIVE.value,),
                                                alive_at_ms=to_ms(now)))
             pending = [p.op for p in e.events.pending(uid)]
-        return build(uid, version, _overlaid(records, pending), now, self._limits)
+        return build(uid, version, overlaid(records, pending), now, self._limits)
 
     def _summarized(self, profile: Profile, summarize: Summarize) -> Profile:
         labels = _LABELS[profile.language]
@@ -243,18 +243,6 @@ class Profiles:
             log.warning("profile summary by the LLM failed, the template's is kept: %s", exc)
             return profile
         return profile.model_copy(update={"summary": text, "source": "llm"})
-
-
-def _overlaid(records: Sequence[MemoryRecord], ops: Sequence[StoreOp]) -> list[MemoryRecord]:
-    """The records as they will be once the queued ops are applied, in order."""
-    held = {r.id: r for r in records}
-    for op in ops:
-        if op.kind == "delete_user":
-            held.clear()
-        for mid in op.ids:
-            held.pop(mid, None)
-        held.update((row.record.id, row.record) for row in op.rows)
-    return list(held.values())
 
 
 @contextmanager

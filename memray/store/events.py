@@ -79,6 +79,18 @@ class Pending:
     op: StoreOp
 
 
+def overlaid(records: Sequence[MemoryRecord], ops: Sequence[StoreOp]) -> list[MemoryRecord]:
+    """The records as they will be once the queued ops are applied, in order."""
+    held = {r.id: r for r in records}
+    for op in ops:
+        if op.kind == "delete_user":
+            held.clear()
+        for mid in op.ids:
+            held.pop(mid, None)
+        held.update((row.record.id, row.record) for row in op.rows)
+    return list(held.values())
+
+
 # The event log's meta key of a user's stored profile (core/profile.py), which the
 # cascade re-reads and the cipher seals.
 PROFILE_META = "profile:"

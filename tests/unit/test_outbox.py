@@ -9,7 +9,7 @@ import pytest
 
 from memray import Memory, MemoryConfig
 from memray.embed.hashing import HashingEmbedder
-from memray.errors import StoreError
+from memray.errors import MemoryNotFoundError, StoreError
 from memray.store.base import StoredMemory
 from memray.store.fake import InMemoryStore
 
@@ -67,3 +67,36 @@ def test_queued_ops_apply_in_order_so_a_delete_stays_deleted(
         assert again.get(mid, user_id="u") is None
         assert again.history(mid, user_id="u") == []
         assert again.search("tea", user_id="u", threshold=-1) == []
+
+
+def test_an_add_the_store_has_not_applied_can_be_read_updated_and_deleted(
+        tmp_path: Path, store: FlakyStore) -> None:
+    m = memory(tmp_path, store)
+    store.down = True
+    mid = m.add("I like tea", user_id="u", infer=False).events[0].memory_id
+    assert store.count("u") == 0  # acknowledged, still queued
+    got = m.get(mid, user_id="u")
+    assert got is not None and got.content == "I like tea"
+    assert m.update(mid, "I like green tea", user_id="u").op == "UPDATE"
+    got = m.get(mid, user_id="u")
+    assert got is not None and got.content == "I like green tea"
+    assert m.delete(mid, user_id="u").op == "DELETE"
+    assert m.get(mid, user_id="u") is None  # the queued delete counts before it is applied
+    with pytest.raises(MemoryNotFoundError):
+        m.delete(mid, user_id="u")
+    store.down = False
+    m.close()
+    with memory(tmp_path, store) as again:
+        assert again.get(mid, user_id="u") is None
+        assert store.count("u") == 0
+
+
+def test_a_lookup_never_shows_another_users_queued_memory(
+        tmp_path: Path, store: FlakyStore) -> None:
+    m = memory(tmp_path, store)
+    store.down = True
+    mid = m.add("I like tea", user_id="a", infer=False).events[0].memory_id
+    assert m.get(mid, user_id="b") is None
+    with pytest.raises(MemoryNotFoundError):
+        m.delete(mid, user_id="b")
+    assert m.get(mid, user_id="a") is not None

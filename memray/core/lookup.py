@@ -1,0 +1,24 @@
+"""One memory by id as the user's last commit left it.
+
+A write is acknowledged once the log has it; the store applies it right after, or, when
+the store was down or timed out, at the next drain. A lookup that asks the store alone
+would then answer "no such memory" for a memory the user was just told exists (and a
+delete of it would fail), or show one the user has just deleted. So the log's queued ops
+are laid over the store's row. The queue is read first: an op applied between the two
+reads is then in the store when the store is read.
+"""
+
+from __future__ import annotations
+
+from memray.models import MemoryRecord
+from memray.store.base import VectorStore, Where
+from memray.store.events import ChangeLog, overlaid
+
+
+def committed(store: VectorStore, log: ChangeLog, user_id: str,
+              memory_id: str) -> MemoryRecord | None:
+    """The memory (any status) if the user's committed writes hold it, else None."""
+    queued = [p.op for p in log.pending(user_id)]
+    found = store.query(user_id, Where(ids=(memory_id,)), limit=1)
+    held = overlaid(found, queued) if queued else found
+    return next((r for r in held if r.id == memory_id), None)
