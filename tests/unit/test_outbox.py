@@ -93,10 +93,10 @@ def test_an_add_the_store_has_not_applied_can_be_read_updated_and_deleted(
 
 def test_a_lookup_never_shows_another_users_queued_memory(
         tmp_path: Path, store: FlakyStore) -> None:
-    m = memory(tmp_path, store)
     store.down = True
-    mid = m.add("I like tea", user_id="a", infer=False).events[0].memory_id
-    assert m.get(mid, user_id="b") is None
-    with pytest.raises(MemoryNotFoundError):
-        m.delete(mid, user_id="b")
-    assert m.get(mid, user_id="a") is not None
+    with memory(tmp_path, store) as m:  # closed here: no retry left running while it is down
+        mid = m.add("I like tea", user_id="a", infer=False).events[0].memory_id
+        assert m.get(mid, user_id="b") is None
+        with pytest.raises(MemoryNotFoundError):
+            m.delete(mid, user_id="b")
+        assert m.get(mid, user_id="a") is not None
