@@ -29,6 +29,7 @@ import numpy.typing as npt
 
 from memray.core.lexical import STOP, renumbering
 from memray.core.names_zh import fulls_in, groups, has_cjk, introduced
+from memray.hanzi import simplified
 
 # A run of Latin letters (accented ones too), with inner apostrophes: "O'Brien", "José",
 # and "Anna" inside "我姐姐Anna喜欢爵士" (Chinese puts no space around it).
@@ -123,6 +124,7 @@ class Names:
 
     def _add(self, rows: list[tuple[frozenset[str], frozenset[str]]],
              texts: Sequence[str]) -> None:
+        texts = [simplified(text) for text in texts]  # Chinese names are read in Simplified
         self._texts.extend(texts)
         for text in texts:
             if has_cjk(text):
@@ -150,7 +152,7 @@ class Names:
         out._lower = +out._lower  # drops the words no row has left (it would only grow)
         out._texts = [self._texts[i] for i in keep]
         out._zh = self._zh.copy()
-        out._zh.subtract(n for text in gone for n in introduced(text))
+        out._zh.subtract(n for text in gone for n in introduced(simplified(text)))
         out._zh = +out._zh
         out._zh_rows, out._says, out._fulls = {}, {}, {}
         out._all = dict(self._all) if len(keep) == self._n else {}
@@ -171,7 +173,7 @@ class Names:
         latin = frozenset(w for w in asked(query) if w in self._rows)
         if not has_cjk(query):
             return latin
-        people = groups(frozenset(self._zh), query, self._said, self._fulls_of)
+        people = groups(frozenset(self._zh), simplified(query), self._said, self._fulls_of)
         return latin | {"|".join(sorted(forms)) for forms in people}
 
     def _fulls_of(self, surname: str) -> frozenset[str]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from memray.extract.rules import classify
+from memray.hanzi import simplified
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,7 @@ OBJECT_SLOTS = ("like:", "dislike:", "hobby:", "own:")
 
 def query_topics(query: str) -> frozenset[str]:
     """The topics a question asks about (maybe none)."""
+    query = simplified(query)
     found = {t.name for t in TOPICS
              if t.subjects.search(query) or (t.cues and t.cues.search(query))}
     return frozenset(found | {t.name for t in TOPICS if found & set(t.implied_by)})
@@ -158,13 +160,14 @@ def query_topics(query: str) -> frozenset[str]:
 @lru_cache(maxsize=16_384)
 def slot_of(content: str) -> str | None:
     """The slot the rule classifier gives a stored sentence (cached by content)."""
-    found = classify(content)
+    found = classify(simplified(content))
     return found[1] if found else None
 
 
 @lru_cache(maxsize=16_384)
 def memory_topics(slot: str | None, content: str) -> frozenset[str]:
     """The topics of a memory: its slot's, and those whose subjects its text names."""
+    content = simplified(content)
     names = {t.name for t in TOPICS
              if t.subjects.search(content) or (t.marks and t.marks.search(content))}
     if slot and slot.startswith(OBJECT_SLOTS):  # the topic of the object, not the slot's

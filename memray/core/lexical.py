@@ -16,6 +16,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from memray.hanzi import simplified
+
 _WORD = re.compile(r"[a-z0-9]+|[\u4e00-\u9fff]+")
 _STOP_WORDS = """a an and are as at be been but by can could did do does for from had has
 have he her hers him his how i if in into is it its me my of on or our she so than that the
@@ -44,7 +46,7 @@ def _stem(word: str) -> str:
 
 def tokens(text: str) -> list[str]:
     out: list[str] = []
-    for run in _WORD.findall(text.lower()):
+    for run in _WORD.findall(simplified(text).lower()):
         if "\u4e00" <= run[0] <= "\u9fff":
             out += [run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)]
         elif run not in STOP:

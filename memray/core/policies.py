@@ -20,6 +20,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from memray.extract.base import Fact
+from memray.hanzi import simplified
 from memray.models import MemorySource, MemoryStatus, MemoryType
 
 log = logging.getLogger(__name__)
@@ -64,9 +65,9 @@ def _card(m: re.Match[str]) -> bool:
 def pii_kinds(text: str) -> list[str]:
     """The kinds of PII found in `text` (a bank card passes the Luhn check or is called
     one)."""
-    kinds = []
+    kinds, read = [], simplified(text)
     for kind, pattern in _PII:
-        for m in pattern.finditer(text):
+        for m in pattern.finditer(read):
             if kind == "bank_card" and not _card(m):
                 continue
             kinds.append(kind)
@@ -77,13 +78,17 @@ def pii_kinds(text: str) -> list[str]:
 
 
 def redact(text: str) -> str:
-    """`text` with every PII match replaced by [redacted:<kind>]."""
+    """`text` with every PII match replaced by [redacted:<kind>]. Matched in Simplified
+    characters (memray/hanzi.py: one for one, so a match's place is its place in `text`),
+    replaced in what the user wrote."""
     for kind, pattern in _PII:
-        def repl(m: re.Match[str], kind: str = kind) -> str:
+        kept, last = [], 0
+        for m in pattern.finditer(simplified(text)):
             if kind == "bank_card" and not _card(m):
-                return m.group()
-            return f"[redacted:{kind}]"
-        text = pattern.sub(repl, text)
+                continue
+            kept += [text[last:m.start()], f"[redacted:{kind}]"]
+            last = m.end()
+        text = "".join(kept) + text[last:]
     return text
 
 

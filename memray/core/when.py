@@ -19,6 +19,7 @@ from datetime import time as clock_time
 from functools import partial
 
 from memray.core import festivals
+from memray.hanzi import simplified
 
 _WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day|mon|tue|wed|thu|fri|sat|sun"
 _MONTH = (r"january|february|march|april|may|june|july|august|september|october|november|"
@@ -63,13 +64,13 @@ _ZH_WHEN = re.compile(r"什么时候|啥时候|何时|哪天|哪一天|哪年|�
 
 def asks_when(query: str) -> bool:
     """Whether `query` asks for the time of something (en, zh)."""
-    return bool(_EN_WHEN.search(query) or _ZH_WHEN.search(query))
+    return bool(_EN_WHEN.search(query) or _ZH_WHEN.search(simplified(query)))
 
 
 def anchored(text: str) -> bool:
     """Whether `text` places something in time: a relative expression ("yesterday",
     "last weekend", "two weeks ago", "上周", "三天前") or a date ("in 2022", "May 3")."""
-    return bool(_EN_ANCHOR.search(text) or _ZH_ANCHOR.search(text))
+    return bool(_EN_ANCHOR.search(text) or _ZH_ANCHOR.search(simplified(text)))
 
 
 # -- dates: what a question names, what a memory's time expressions resolve to ------------
@@ -236,6 +237,7 @@ def named_dates(text: str, said: date | None = None, *,
     `happened`.
     The year of a festival (2023年春节) is that festival's, not the whole year (unless
     the festival's table does not reach that year)."""
+    text = simplified(text)
     taken = [f.span for f in (festivals.named(text) if feasts is None else feasts)
              if f.year is None or festivals.when(f.name, f.year)]
     out: list[Span] = []
@@ -323,7 +325,9 @@ _LATIN = re.compile(r"[A-Za-z]")
 
 def _spaced(text: str) -> str:
     """`text` with a mark (·) wherever a Chinese character meets a Latin letter, and in
-    place of what a title holds: 《后天》, 《明天会更好》 are a film and a song."""
+    place of what a title holds: 《后天》, 《明天会更好》 are a film and a song; Chinese in
+    Simplified characters (memray/hanzi.py)."""
+    text = simplified(text)
     if "《" in text:
         text = _TITLE.sub(lambda m: "《" + "\u00b7" * (len(m.group()) - 2) + "》", text)
     if "〇" in text or "零" in text:  # 二〇二一年 is 2021年, one character each

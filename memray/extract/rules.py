@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memray.extract.base import Extraction, Fact, Forget, Judge, Turn
+from memray.hanzi import simplified
 from memray.models import MemoryRecord, MemorySource, MemoryType
 
 _SENTENCE = re.compile(r"(?<=[。！？!?；;\n])|(?<=[.])\s+")
@@ -241,6 +242,7 @@ _SELF = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|our|us)
 def says_nothing_about_user(text: str) -> bool:
     """Every sentence is a question or a request that names neither the user nor theirs
     (no I, my, we, 我): nothing in it can be a fact about them, whoever reads it."""
+    text = simplified(text)
     sentences = [s.strip(_EDGE) for s in _SENTENCE.split(text) if s and s.strip(_EDGE)]
     return bool(sentences) and all(
         (_QUESTION.search(s) or _REQUEST.search(s)) and not _SELF.search(s) for s in sentences)
@@ -335,7 +337,7 @@ def forget_command(turn: Turn) -> Forget | None:
     """A forget names a topic and deletes only what matches it: known topics map to slots,
     a stated fact ("forget that I like jazz") to its slot, anything else to terms the
     memory must contain. Everything is deleted only on an "all" request with no topic."""
-    text = turn.content
+    text = simplified(turn.content)
     if not FORGET.search(text):
         return None
     topic = _topic(text)
@@ -360,6 +362,7 @@ class RuleExtractor:
         return None
 
     def is_urgent(self, text: str) -> bool:
+        text = simplified(text)
         return bool(CORRECTION.search(text) or REMEMBER.search(text.strip())
                     or FORGET.search(text))
 
@@ -400,16 +403,17 @@ class RuleExtractor:
         return groups
 
     def _facts(self, turn: Turn) -> list[Fact]:
-        text = turn.content.strip()
+        said = turn.content.strip()
+        text = simplified(said)  # read in Simplified, kept as written (`_as_said`)
         remember = REMEMBER.search(text)
         if remember:
-            text = text[remember.end():]
+            text, said = text[remember.end():], said[remember.end():]
         correction = bool(CORRECTION.search(text))
         facts: list[Fact] = []
         groups = self._groups(text)
         joiner = "，" if re.search(r"[\u4e00-\u9fff]", text) else ", "
         for rule, slot, parts, hedged in groups:
-            content = joiner.join(parts)
+            content = joiner.join(_as_said(part, text, said) for part in parts)
             confidence = HEDGED_CONFIDENCE if hedged and not remember else 0.9
             facts.append(Fact(content=content, type=rule.type, slot=slot,
                               importance=min(1.0, rule.importance + (0.2 if remember else 0)),
@@ -417,6 +421,14 @@ class RuleExtractor:
                               correction=correction, turn_ids=(turn.id,),
                               excerpt=content[:200]))
         if remember and not facts and text:
-            facts.append(Fact(content=text, type=MemoryType.FACT, importance=0.8,
-                              confidence=1.0, turn_ids=(turn.id,), excerpt=text[:200]))
+            facts.append(Fact(content=said, type=MemoryType.FACT, importance=0.8,
+                              confidence=1.0, turn_ids=(turn.id,), excerpt=said[:200]))
         return facts
+
+
+def _as_said(part: str, read: str, said: str) -> str:
+    """A clause as the user wrote it: `read` is `said` in Simplified characters, one for
+    one, so the clause's place in `read` is its place in `said`. A clause the reading
+    rewrote (a conjunction dropped) is not found and stays as read."""
+    at = read.find(part)
+    return said[at:at + len(part)] if at >= 0 else part
