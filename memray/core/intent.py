@@ -160,7 +160,7 @@ def query_topics(query: str) -> frozenset[str]:
 @lru_cache(maxsize=16_384)
 def slot_of(content: str) -> str | None:
     """The slot the rule classifier gives a stored sentence (cached by content)."""
-    found = classify(simplified(content))
+    found = classify(content)
     return found[1] if found else None
 
 

@@ -22,6 +22,7 @@ from memray.core.summary import MERGED_FROM
 from memray.embed.base import Embedder
 from memray.extract.base import Extraction, Fact, Forget, Judge, is_single_valued
 from memray.extract.rules import classify
+from memray.hanzi import simplified
 from memray.models import MemoryRecord, MemoryStatus, content_hash
 from memray.store.base import Vector, VectorStore, Where
 from memray.store.events import Tombstone
@@ -73,7 +74,7 @@ def forgotten(slot: str | None, content: str, forget: Forget) -> bool:
         return True
     if not forget.terms:
         return False
-    words, folded = set(lexical.tokens(content)), content.casefold()
+    words, folded = set(lexical.tokens(content)), simplified(content).casefold()
     for term in forget.terms:
         if "\u4e00" <= term[0] <= "\u9fff":
             if term not in folded:

@@ -45,6 +45,10 @@ FORGET = re.compile(r"忘掉|忘记|忘了吧|删掉|删除|清空|抹掉|别再
                     # Asking not to keep something in memory is a forget too, in any words
                     # for keeping: "stop keeping … in mind", "别再记着…", "不用记住…".
                     r"别再?记(?:着|住|了)|不要再?记(?:着|住)?|不用再?记(?:着|住)?|"
+                    # Removing something from what is kept, in any words for removing:
+                    # "从你的记忆里拿掉", "那笔资料，麻烦你删一下".
+                    r"(?:记忆|资料|记录|纪录|档案)[^。！？!?]{0,12}(?:拿掉|去掉|移除|清掉|删)|"
+                    r"(?:拿掉|去掉|移除|清掉|删)[^。！？!?]{0,8}(?:记忆|资料|记录|纪录|档案)|"
                     r"\bstop (?:keeping|remembering|storing|tracking|saving)\b|"
                     r"\bno need to (?:remember|keep)\b|"
                     r"^(?:please\s+)?(?:don't|do not) (?:keep|remember|store|save)\b",
@@ -56,7 +60,8 @@ _FORGET_ALL = re.compile(r"所有|全部|一切|通通|统统|\b(?:everything|al
 # The words of a forget command itself (verbs, "all", "memories", pronouns, fillers):
 # whatever remains after removing them is the topic.
 _COMMAND_WORDS = re.compile(
-    r"忘掉|忘记|忘了吧|忘了|删掉|删除|删了|清除|清空|抹掉|别再提|不要再提|别提|再也别|"
+    r"忘掉|忘记|忘了吧|忘了|删掉|删除|删了|删一下|清除|清空|抹掉|拿掉|去掉|移除|清掉|删|"
+    r"别再提|不要再提|别提|再也别|从|记忆里|记忆中|那笔|这笔|一下|记录|纪录|档案|"
     r"别再记着|别再记住|别再记|别记着|别记住|别记了|别记|不要再记|不要记着|不要记住|不要记|"
     r"不用再记|不用记着|不用记住|不用记|说过|提过|说的|提到|"
     r"请|麻烦|帮我|你|您|把|将|我|关于|有关|相关|的|所有|全部|一切|通通|统统|"
@@ -83,7 +88,8 @@ _JOBS_EN = ("engineer|developer|programmer|doctor|physician|surgeon|dentist|nurs
 _JOBS_ZH = ("工程师|医生|老师|教师|教授|律师|设计师|学生|研究生|博士|经理|总监|程序员|护士|会计|"
             "审计|财务|研究员|分析师|顾问|销售|市场|运营|产品经理|前端|后端|开发|测试|厨师|司机|"
             "记者|编辑|作家|翻译|药剂师|医师|警察|公务员|实习生|创业|老板|自由职业|"
-            "咖啡师|摄影师|建筑师|会计师|客服|HR|人事|行政")
+            "咖啡师|摄影师|建筑师|会计师|客服|HR|人事|行政|家庭主妇|全职妈妈|作业员|工人|店员|"
+            "服务员|收银员|快递员|外卖员|保安|导游|主播|农民|军人|中介|保姆|社工")
 
 
 @dataclass(frozen=True)
@@ -101,7 +107,7 @@ def _r(slot: str, mtype: MemoryType, importance: float, pattern: str) -> Rule:
 # First match wins, so negations come before the positive forms they contain.
 RULES: tuple[Rule, ...] = (
     _r("diet", MemoryType.CONSTRAINT, 0.9,
-       r"过敏|素食|吃素|忌口|不能吃|糖尿病|高血压|乳糖不耐|清真|痛风|"
+       r"过敏|素食|吃(?:全|长|纯)?素|忌口|不能吃|糖尿病|高血压|乳糖不耐|清真|痛风|"
        r"\b(?:allergic|allergy|allergies|vegetarian|vegan|gluten|lactose|diabetic|"
        r"diabetes|halal|kosher|can't eat|cannot eat)\b"),
     _r("dislike:", MemoryType.PREFERENCE, 0.6,
@@ -112,7 +118,7 @@ RULES: tuple[Rule, ...] = (
     _r("hobby:", MemoryType.PREFERENCE, 0.5,
        r"\bmy hobb(?:y|ies) (?:is|are|include)\s+(?P<obj>.+)|"
        r"\bi (?:play|practice|practise) (?:the )?(?P<obj2>.+)|"
-       r"(?:我的)?爱好是(?P<obj3>.+)"),
+       r"(?:我的)?(?:爱好|兴趣)(?:爱好)?是(?P<obj3>.+)"),
     _r("like:", MemoryType.PREFERENCE, 0.5,
        r"(?:喜欢|爱吃|爱喝|爱(?!好)|偏好|最爱|热爱)(?P<obj>.+)|"
        r"\b(?:i|we)(?: (?:\w+ly|really|also|just|do|still|totally|kind of|sort of|so)){0,3}"
@@ -135,6 +141,9 @@ RULES: tuple[Rule, ...] = (
     _r("birthday", MemoryType.IDENTITY, 0.7, r"我的生日|我生日|\bmy birthday\b"),
     _r("city", MemoryType.IDENTITY, 0.8,
        r"我住在|我们住在|我在\S{1,6}(?:住|生活)|搬到|搬去|定居|"
+       # 住 + a place: not 住院 / 住宿 / 住酒店, nor how or how long one stays
+       r"(?:^|我们?)(?:现在|目前|一直|还)?住(?![院宿酒宾民不得了过的着址处房户一两几哪这那校])"
+       r"(?=[^\s，。,.!?？！]{2})|"
        r"\b(?:i|we) (?:live|lived) in\b|\b(?:i'm|i am|we're|we are) (?:living|based) in\b|"
        r"\b(?:i|we|i've|we've|i have|we have) (?:just )?(?:moved|relocated) to\b|"
        r"\bbased in\b|\brelocated to\b"),
@@ -155,8 +164,8 @@ RULES: tuple[Rule, ...] = (
        r"\b(?:free|available|busy|unavailable|working hours|office hours|"
        r"\d{1,2}\s*(?:am|pm)|\d{1,2}\s*(?:to|-)\s*\d{1,2})\b"),
     _r("job", MemoryType.IDENTITY, 0.8,
-       r"换工作|换了工作|我的工作|我的职业|转岗|(?:我是|是一名|是一个|我在\S{1,10}(?:做|当)|"
-       r"我(?:现在)?(?:做|当))\S{0,8}(?:" + _JOBS_ZH + r")|我在\S{1,12}(?:工作|上班)|"
+       r"换工作|换了工作|我的工作|我的职业|转岗|(?:我是|是一名|是一个|(?:^|我)在\S{1,10}(?:做|当)|"
+       r"(?:^|我)(?:现在)?(?:做|当))\S{0,8}(?:" + _JOBS_ZH + r")|我在\S{1,12}(?:工作|上班)|"
        r"\b(?:i work as|i work at|i work for|my job|i changed jobs|new job|"
        r"i(?:'m| am| work as)(?: now| currently)? an? (?:[\w-]+ ){0,3}(?:" + _JOBS_EN + r")s?|"
        r"(?:promoted|hired) (?:to|as) (?:an? )?(?:[\w-]+ ){0,3}(?:" + _JOBS_EN + r"))\b"),
@@ -168,7 +177,8 @@ RULES: tuple[Rule, ...] = (
        r"\b(?:i|we) (?:have|own|got|adopted) (?:a |an |two |three |\d+ )?(?:\w+ )?"
        r"(?P<obj>dogs?|cats?|puppy|kitten|parrots?|hamsters?|rabbits?|turtles?|fish)\b|"
        r"\bmy (?P<obj2>dog|cat|puppy|kitten|parrot|hamster|rabbit|turtle)\b|"
-       r"(?:养了|养着|养)(?:一|两|三|几)?(?:只|条|头)?(?P<obj3>猫|狗|鹦鹉|仓鼠|兔子|乌龟|鱼)"),
+       r"(?:养了|养着|养)(?:一|两|三|几)?(?:只|条|头)?(?P<obj3>猫|狗|鹦鹉|仓鼠|兔子|乌龟|鱼)|"
+       r"(?:养了|养着|养)(?:一|两|三|几)(?:只|条|头)(?P<obj4>[^\s，。,.!！？?]{1,4})"),
     _r("own:", MemoryType.FACT, 0.4,
        r"\b(?:i|we) (?:own|drive|bought|just bought) (?:a |an |the |my )?(?P<obj>.+)|"
        r"我(?:有|买了)(?:一|两)(?:辆|台|套|部)(?P<obj2>.+)"),
@@ -286,7 +296,9 @@ _JOINT_SUBJECT = re.compile(r"^(?:my|our)(?:\s+[\w-]+){1,2}\s+and\s+(?=(?:i|we)\
 
 def classify(clause: str) -> tuple[Rule, str] | None:
     """The first rule matching the clause, with the slot it names. With a joint subject
-    ("my partner and I moved to …") what they do decides, not who else does it."""
+    ("my partner and I moved to …") what they do decides, not who else does it. Read in
+    Simplified characters (memray/hanzi.py)."""
+    clause = simplified(clause)
     joint = _JOINT_SUBJECT.match(clause)
     if joint:
         found = classify(clause[joint.end():])

@@ -195,3 +195,39 @@ def test_a_joint_subject_is_never_a_fragment() -> None:
     got = facts("My partner and I moved to Lisbon.")
     assert sorted(s for s, _, _ in got) == ["city", "family:partner"]
     assert {c for _, _, c in got} == {"My partner and I moved to Lisbon"}
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    # a city after 住 with no 在, the subject dropped or not
+    ("我是家庭主妇啦，住高雄", [("job", "identity", "我是家庭主妇啦"),
+                                 ("city", "identity", "住高雄")]),
+    ("我住板桥", [("city", "identity", "我住板桥")]),
+    # a job after 当 / 做 with the subject dropped
+    ("在台北当软件工程师", [("job", "identity", "在台北当软件工程师")]),
+    ("做会计的", [("job", "identity", "做会计的")]),
+    ("我的兴趣是拉二胡", [("hobby:拉二胡", "preference", "我的兴趣是拉二胡")]),
+    ("我吃全素", [("diet", "constraint", "我吃全素")]),
+    # any animal counted with an animal's measure word
+    ("我们家养了一只柴犬", [("pet:柴犬", "fact", "我们家养了一只柴犬")]),
+])
+def test_chinese_phrasings_with_a_dropped_subject_or_an_unlisted_word(
+        text: str, want: list[tuple[str, str, str]]) -> None:
+    assert facts(text) == want
+
+
+@pytest.mark.parametrize("text", ["我住院了", "我住得很远", "住一晚多少钱？", "我住酒店",
+                                  "他住北京", "我养了一盆花", "我想去掉辣椒"])
+def test_staying_somewhere_and_removing_from_a_dish_are_no_facts_or_forgets(text: str) -> None:
+    out = X.extract([Turn("s:0", "user", text)], [])
+    assert out.facts == [] and out.forgets == []
+
+
+@pytest.mark.parametrize(("text", "slots", "terms"), [
+    ("我住哪里的那笔资料，麻烦你删一下", ("city",), ()),
+    ("学日文那件事麻烦从你的记忆里拿掉", (), ("学日文",)),
+])
+def test_removing_from_what_is_kept_in_any_words_is_a_forget(
+        text: str, slots: tuple[str, ...], terms: tuple[str, ...]) -> None:
+    out = X.extract([Turn("s:0", "user", text)], [])
+    assert out.facts == []
+    assert [(f.slots, f.terms) for f in out.forgets] == [(slots, terms)]
