@@ -22,6 +22,7 @@ from collections.abc import Callable, Collection
 from memray.core.changes import ChangeSet
 from memray.core.hotset import HotSet
 from memray.core.ids import new_id
+from memray.core.lookup import committed_rows
 from memray.core.summary import MERGED_FROM, MERGED_INTO, SUMMARY_CHARS, rule_summary
 from memray.embed.base import Embedder
 from memray.errors import StoreError
@@ -66,15 +67,20 @@ class Deletions:
             return
         uid, now = changes.user_id, utcnow()
         for record in list(changes.deletes.values()):
-            for member in self._by_ids(uid, record.metadata.get(MERGED_FROM) or []):
+            for member in self._committed(uid, record.metadata.get(MERGED_FROM) or []):
                 if member.id not in changes.deletes:
                     changes.delete(member, now, "its summary was deleted")
         summaries = {str(r.metadata[MERGED_INTO]) for r in changes.deletes.values()
                      if r.metadata.get(MERGED_INTO)}
-        for summary in self._by_ids(uid, summaries):
+        for summary in self._committed(uid, summaries):
             if summary.id not in changes.deletes:
                 self._rebuild(changes, summary)
         changes.clear_turns = sorted(set(changes.clear_turns) | set(self._turns(changes)))
+
+    def _committed(self, uid: str, ids: Collection[str]) -> list[MemoryRecord]:
+        """The records the user's committed writes hold, queued ones too (a merge written
+        while the store was down is still a merge to cascade to)."""
+        return [row.record for row in committed_rows(self._store, self._events, uid, ids)]
 
     def _by_ids(self, uid: str, ids: Collection[str]) -> list[MemoryRecord]:
         # An empty `Where.ids` means any id: never ask the store for "no ids".
@@ -83,7 +89,7 @@ class Deletions:
     def _rebuild(self, changes: ChangeSet, summary: MemoryRecord) -> None:
         uid, now = changes.user_id, utcnow()
         ids = tuple(summary.metadata.get(MERGED_FROM) or [])
-        left = sorted((row for row in (self._store.rows(uid, Where(ids=ids)) if ids else [])
+        left = sorted((row for row in committed_rows(self._store, self._events, uid, ids)
                        if row.record.id not in changes.deletes),
                       key=lambda row: (row.record.created_at, row.record.id))
         changes.delete(summary, now, "a memory it merged was deleted")

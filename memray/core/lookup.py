@@ -10,8 +10,10 @@ reads is then in the store when the store is read.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from memray.models import MemoryRecord
-from memray.store.base import VectorStore, Where
+from memray.store.base import StoredMemory, VectorStore, Where
 from memray.store.events import ChangeLog, overlaid
 
 
@@ -22,3 +24,20 @@ def committed(store: VectorStore, log: ChangeLog, user_id: str,
     found = store.query(user_id, Where(ids=(memory_id,)), limit=1)
     held = overlaid(found, queued) if queued else found
     return next((r for r in held if r.id == memory_id), None)
+
+
+def committed_rows(store: VectorStore, log: ChangeLog, user_id: str,
+                   ids: Collection[str]) -> list[StoredMemory]:
+    """The rows (records and vectors) of `ids` (any status) that the user's committed
+    writes hold: what a deletion's cascade must see, the store down or not."""
+    if not ids:  # an empty `Where.ids` means any id: never ask the store for "no ids"
+        return []
+    queued = [p.op for p in log.pending(user_id)]
+    held = {row.record.id: row for row in store.rows(user_id, Where(ids=tuple(sorted(ids))))}
+    for op in queued:
+        if op.kind == "delete_user":
+            held.clear()
+        for mid in op.ids:
+            held.pop(mid, None)
+        held.update((row.record.id, row) for row in op.rows)
+    return [row for mid, row in held.items() if mid in ids]

@@ -69,6 +69,7 @@ def forgotten(slot: str | None, content: str, forget: Forget) -> bool:
     if slot is None and forget.slots:
         found = classify(content)
         slot = found[1] if found else None
+    slot = simplified(slot) if slot else slot  # one stored before slots were folded
     if slot and any(slot == s or (s.endswith(":") and slot.startswith(s))
                     for s in forget.slots):
         return True

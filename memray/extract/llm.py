@@ -38,6 +38,7 @@ from memray.extract.llm_prompt import (
     response_format,
 )
 from memray.extract.rules import RuleExtractor, says_nothing_about_user
+from memray.hanzi import simplified
 from memray.models import MemoryRecord, MemorySource, MemoryType
 
 log = logging.getLogger(__name__)
@@ -271,7 +272,8 @@ def _facts(raw: Any, existing: Sequence[MemoryRecord], turns: Sequence[Turn]) ->
             if op == "UPDATE" and content == existing[idx].content.strip():
                 op = "NOOP"  # restating a memory unchanged is not a change
         importance = min(1.0, max(0.0, float(_field(item, "importance", (int, float)))))
-        slot = _field(item, "slot", str).strip().lower()[:80] or None
+        # Slots are keys, read in Simplified as the rules' are ("like:爵士樂" is "like:爵士乐")
+        slot = simplified(_field(item, "slot", str).strip().lower()[:80]) or None
         turn_ids = tuple(known[t] for t in _field(item, "turns", list)
                          if isinstance(t, str) and t in known) or users
         # An ADD only says the LLM saw no related memory among those shown; resolution

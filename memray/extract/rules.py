@@ -45,10 +45,11 @@ FORGET = re.compile(r"忘掉|忘记|忘了吧|删掉|删除|清空|抹掉|别再
                     # Asking not to keep something in memory is a forget too, in any words
                     # for keeping: "stop keeping … in mind", "别再记着…", "不用记住…".
                     r"别再?记(?:着|住|了)|不要再?记(?:着|住)?|不用再?记(?:着|住)?|"
-                    # Removing something from what is kept, in any words for removing:
-                    # "从你的记忆里拿掉", "那笔资料，麻烦你删一下".
-                    r"(?:记忆|资料|记录|纪录|档案)[^。！？!?]{0,12}(?:拿掉|去掉|移除|清掉|删)|"
-                    r"(?:拿掉|去掉|移除|清掉|删)[^。！？!?]{0,8}(?:记忆|资料|记录|纪录|档案)|"
+                    # Removing something from the assistant's memory, in any words for
+                    # removing ("从你的记忆里拿掉"), within one clause and not negated
+                    # ("记忆里的不用删"): a document's records or a dish's chili are no
+                    # memory, and a wrong forget deletes what the user wanted kept.
+                    r"(?:你的|从)记忆(?:里|中)?[^，,。！？!?不别没]{0,10}(?:拿掉|去掉|移除|清掉|删)|"
                     r"\bstop (?:keeping|remembering|storing|tracking|saving)\b|"
                     r"\bno need to (?:remember|keep)\b|"
                     r"^(?:please\s+)?(?:don't|do not) (?:keep|remember|store|save)\b",
@@ -60,8 +61,8 @@ _FORGET_ALL = re.compile(r"所有|全部|一切|通通|统统|\b(?:everything|al
 # The words of a forget command itself (verbs, "all", "memories", pronouns, fillers):
 # whatever remains after removing them is the topic.
 _COMMAND_WORDS = re.compile(
-    r"忘掉|忘记|忘了吧|忘了|删掉|删除|删了|删一下|清除|清空|抹掉|拿掉|去掉|移除|清掉|删|"
-    r"别再提|不要再提|别提|再也别|从|记忆里|记忆中|那笔|这笔|一下|记录|纪录|档案|"
+    r"忘掉|忘记|忘了吧|忘了|删掉|删除|删了|删一下|清除|清空|抹掉|拿掉|去掉|移除|清掉|"
+    r"别再提|不要再提|别提|再也别|从你的记忆里|从你的记忆中|从记忆里|从记忆中|记忆里|记忆中|"
     r"别再记着|别再记住|别再记|别记着|别记住|别记了|别记|不要再记|不要记着|不要记住|不要记|"
     r"不用再记|不用记着|不用记住|不用记|说过|提过|说的|提到|"
     r"请|麻烦|帮我|你|您|把|将|我|关于|有关|相关|的|所有|全部|一切|通通|统统|"
@@ -118,7 +119,7 @@ RULES: tuple[Rule, ...] = (
     _r("hobby:", MemoryType.PREFERENCE, 0.5,
        r"\bmy hobb(?:y|ies) (?:is|are|include)\s+(?P<obj>.+)|"
        r"\bi (?:play|practice|practise) (?:the )?(?P<obj2>.+)|"
-       r"(?:我的)?(?:爱好|兴趣)(?:爱好)?是(?P<obj3>.+)"),
+       r"(?:我的)?(?:爱好|兴趣)(?:爱好)?是(?!什么|啥|哪)(?P<obj3>.+)"),
     _r("like:", MemoryType.PREFERENCE, 0.5,
        r"(?:喜欢|爱吃|爱喝|爱(?!好)|偏好|最爱|热爱)(?P<obj>.+)|"
        r"\b(?:i|we)(?: (?:\w+ly|really|also|just|do|still|totally|kind of|sort of|so)){0,3}"
@@ -141,9 +142,11 @@ RULES: tuple[Rule, ...] = (
     _r("birthday", MemoryType.IDENTITY, 0.7, r"我的生日|我生日|\bmy birthday\b"),
     _r("city", MemoryType.IDENTITY, 0.8,
        r"我住在|我们住在|我在\S{1,6}(?:住|生活)|搬到|搬去|定居|"
-       # 住 + a place: not 住院 / 住宿 / 住酒店, nor how or how long one stays
-       r"(?:^|我们?)(?:现在|目前|一直|还)?住(?![院宿酒宾民不得了过的着址处房户一两几哪这那校])"
-       r"(?=[^\s，。,.!?？！]{2})|"
+       # A clause that is only 住 and a place ("住高雄", "我住板桥"): not where in a
+       # building or near whom (七楼, 隔壁, 爸妈家), not a hotel, a hospital or a stay
+       r"^(?:我们?)?(?:现在|目前|一直)?住(?:喺)?"
+       r"(?![^，,。]*[楼隔附家这那满旅院宿店校边面里酒馆寺庙一两几哪不得了过的着在])"
+       r"[^\s，,。.!?？！]{2,4}(?:啦|呢|哦|喔|啊)?$|"
        r"\b(?:i|we) (?:live|lived) in\b|\b(?:i'm|i am|we're|we are) (?:living|based) in\b|"
        r"\b(?:i|we|i've|we've|i have|we have) (?:just )?(?:moved|relocated) to\b|"
        r"\bbased in\b|\brelocated to\b"),
@@ -164,8 +167,12 @@ RULES: tuple[Rule, ...] = (
        r"\b(?:free|available|busy|unavailable|working hours|office hours|"
        r"\d{1,2}\s*(?:am|pm)|\d{1,2}\s*(?:to|-)\s*\d{1,2})\b"),
     _r("job", MemoryType.IDENTITY, 0.8,
-       r"换工作|换了工作|我的工作|我的职业|转岗|(?:我是|是一名|是一个|(?:^|我)在\S{1,10}(?:做|当)|"
-       r"(?:^|我)(?:现在)?(?:做|当))\S{0,8}(?:" + _JOBS_ZH + r")|我在\S{1,12}(?:工作|上班)|"
+       r"换工作|换了工作|我的工作|我的职业|转岗|(?:我是|是一名|是一个|我在\S{1,10}(?:做|当)|"
+       r"我(?:现在)?(?:做|当))\S{0,8}(?:" + _JOBS_ZH + r")|"
+       # The subject dropped: only a clause that ends on the job ("在台北当工程师",
+       # "做会计的"), not "当老师真不容易" or "做测试的时候"
+       r"^(?:在\S{1,10})?(?:现在)?(?:做|当)\S{0,8}(?:" + _JOBS_ZH + r")(?:的|嘅|啦)?$|"
+       r"我在\S{1,12}(?:工作|上班)|"
        r"\b(?:i work as|i work at|i work for|my job|i changed jobs|new job|"
        r"i(?:'m| am| work as)(?: now| currently)? an? (?:[\w-]+ ){0,3}(?:" + _JOBS_EN + r")s?|"
        r"(?:promoted|hired) (?:to|as) (?:an? )?(?:[\w-]+ ){0,3}(?:" + _JOBS_EN + r"))\b"),
@@ -178,7 +185,8 @@ RULES: tuple[Rule, ...] = (
        r"(?P<obj>dogs?|cats?|puppy|kitten|parrots?|hamsters?|rabbits?|turtles?|fish)\b|"
        r"\bmy (?P<obj2>dog|cat|puppy|kitten|parrot|hamster|rabbit|turtle)\b|"
        r"(?:养了|养着|养)(?:一|两|三|几)?(?:只|条|头)?(?P<obj3>猫|狗|鹦鹉|仓鼠|兔子|乌龟|鱼)|"
-       r"(?:养了|养着|养)(?:一|两|三|几)(?:只|条|头)(?P<obj4>[^\s，。,.!！？?]{1,4})"),
+       r"(?:养了|养着|养)(?:一|两|三|几)(?:只|条)(?P<obj4>[^\s，。,.!！？?的岁]{1,3})"
+       r"(?=$|[，。,.!！？?]|叫|了|啦)"),
     _r("own:", MemoryType.FACT, 0.4,
        r"\b(?:i|we) (?:own|drive|bought|just bought) (?:a |an |the |my )?(?P<obj>.+)|"
        r"我(?:有|买了)(?:一|两)(?:辆|台|套|部)(?P<obj2>.+)"),

@@ -11,10 +11,11 @@ import pytest
 from memray import Memory, MemoryConfig
 from memray.bench.traditional import traditional
 from memray.core import entities, intent, lexical, policies, when
+from memray.core.resolve import forgotten
 from memray.embed.hashing import HashingEmbedder
 from memray.extract.base import Turn
 from memray.extract.rules import RuleExtractor
-from memray.hanzi import simplified
+from memray.hanzi import _table, simplified
 
 DATA = Path(__file__).parents[1] / "data"
 
@@ -117,3 +118,24 @@ def test_a_forget_by_words_reaches_a_memory_written_in_traditional(memory: Memor
                {"role": "assistant", "content": "好"}], user_id="tw")
         assert [r.content for r in m.get_all(user_id="tw").items
                 if r.status.value == "active"] == ["我喜歡爵士樂"]
+
+
+def test_the_simplified_standard_stays_and_every_fold_is_final_and_in_the_bmp() -> None:
+    kept_anyway = set("後於夥麽徵菸")  # Simplified keeps them for surnames and old words
+    for b1 in range(0xB0, 0xF8):  # GB2312's Han rows
+        for b2 in range(0xA1, 0xFF):
+            try:
+                char = bytes([b1, b2]).decode("gb2312")
+            except UnicodeDecodeError:
+                continue
+            assert simplified(char) == char or char in kept_anyway, char
+    assert simplified("乾隆 哪吒") == "乾隆 哪吒"
+    assert simplified("以後 關於 三天後") == "以后 关于 三天后"
+    table = _table()
+    assert all(ord(target) <= 0xFFFF for target in table.values())  # 暐 is not 𬀩
+    assert all(simplified(simplified(chr(c))) == simplified(chr(c)) for c in table)
+
+
+def test_a_slot_stored_unfolded_is_still_reached_by_a_forget() -> None:
+    forget = RuleExtractor().extract([Turn("s:0", "user", "忘掉我喜歡爵士樂")], []).forgets[0]
+    assert forgotten("like:爵士樂", "我喜歡爵士樂", forget)

@@ -8,8 +8,13 @@ from pathlib import Path
 import pytest
 
 from memray import Memory, MemoryConfig
+from memray.core.changes import ChangeSet
+from memray.core.engine import Engine
+from memray.core.ids import new_id
+from memray.core.summary import MERGED_FROM, MERGED_INTO, rule_summary
 from memray.embed.hashing import HashingEmbedder
 from memray.errors import MemoryNotFoundError, StoreError
+from memray.models import MemoryStatus, content_hash, utcnow
 from memray.store.base import StoredMemory
 from memray.store.fake import InMemoryStore
 
@@ -100,3 +105,37 @@ def test_a_lookup_never_shows_another_users_queued_memory(
         with pytest.raises(MemoryNotFoundError):
             m.delete(mid, user_id="b")
         assert m.get(mid, user_id="a") is not None
+
+
+def test_deleting_a_member_of_a_merge_the_store_has_not_applied_rebuilds_it(
+        tmp_path: Path, store: FlakyStore) -> None:
+    m = memory(tmp_path, store)
+    a = m.add("I like tea", user_id="u", infer=False).events[0].memory
+    b = m.add("I like coffee", user_id="u", infer=False).events[0].memory
+    assert a is not None and b is not None
+    store.down = True
+    sid = new_id()
+
+    def merge(engine: Engine) -> ChangeSet:
+        changes, now = ChangeSet("u"), utcnow()
+        text = rule_summary([a.content, b.content], 400)
+        summary = a.model_copy(update={"id": sid, "content": text,
+                                       "content_hash": content_hash(text),
+                                       "metadata": {MERGED_FROM: [a.id, b.id]}})
+        changes.put(summary, engine.embedder.embed([text])[0], None, now, fresh=True)
+        for r in (a, b):
+            changes.put(r.model_copy(update={"status": MemoryStatus.MERGED,
+                                             "metadata": {MERGED_INTO: sid}}),
+                        engine.embedder.embed([r.content])[0], r, now)
+        return changes
+
+    m.write_changes("u", merge)  # queued: the store is down
+    receipt = m.delete(a.id, user_id="u").receipt
+    assert receipt is not None
+    assert [(d.memory_id, d.action) for d in receipt.derived] == [(sid, "rebuilt")]
+    store.down = False
+    m.close()
+    with memory(tmp_path, store) as again:
+        assert again.get(sid, user_id="u") is None  # the summary that held the tea is gone
+        held = [r.content for r in again.get_all(user_id="u").items]
+        assert not any("tea" in text for text in held), held

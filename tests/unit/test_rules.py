@@ -215,15 +215,29 @@ def test_chinese_phrasings_with_a_dropped_subject_or_an_unlisted_word(
     assert facts(text) == want
 
 
-@pytest.mark.parametrize("text", ["我住院了", "我住得很远", "住一晚多少钱？", "我住酒店",
-                                  "他住北京", "我养了一盆花", "我想去掉辣椒"])
-def test_staying_somewhere_and_removing_from_a_dish_are_no_facts_or_forgets(text: str) -> None:
+@pytest.mark.parametrize("text", [
+    "我住院了", "我住得很远", "住一晚多少钱？", "我住酒店", "他住北京", "我养了一盆花",
+    "我想去掉辣椒", "我住七楼", "住在这里很方便", "我住隔壁", "我住附近", "住旅馆", "住满了",
+    "住家附近有个公园", "住持在寺庙里", "我还住爸妈家", "当老师真不容易", "做医生太辛苦了",
+    "做测试的时候发现了一个bug", "当程序员累不累", "做产品经理需要什么技能", "养了一头长发",
+    "我兴趣是什么来着", "这份资料里关于我住址的那行帮我去掉", "请把聊天记录里我对象的名字去掉",
+    "帮我把资料全部移除", "这个记录删一下", "你的记忆里的东西不用删"])
+def test_staying_somewhere_editing_a_document_or_a_dish_are_no_facts_or_forgets(
+        text: str) -> None:
     out = X.extract([Turn("s:0", "user", text)], [])
     assert out.facts == [] and out.forgets == []
 
 
+@pytest.mark.parametrize(("text", "slot"), [
+    ("我的过敏记录不用去掉", "diet"), ("医生说我的过敏记录不能删", "diet"),
+    ("去掉辣椒，记录一下我不吃辣", "dislike:辣"), ("记录一下，我喜欢爵士乐，别删", "like:爵士乐")])
+def test_keeping_a_record_is_never_a_forget(text: str, slot: str) -> None:
+    out = X.extract([Turn("s:0", "user", text)], [])
+    assert out.forgets == [] and [f.slot for f in out.facts] == [slot]
+
+
 @pytest.mark.parametrize(("text", "slots", "terms"), [
-    ("我住哪里的那笔资料，麻烦你删一下", ("city",), ()),
+    ("从你的记忆里拿掉我住哪里", ("city",), ()),
     ("学日文那件事麻烦从你的记忆里拿掉", (), ("学日文",)),
 ])
 def test_removing_from_what_is_kept_in_any_words_is_a_forget(
