@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from memray.core.backend import Backend
 from memray.core.changes import ChangeSet
 from memray.core.engine import Engine
-from memray.core.lookup import committed
+from memray.core.lookup import committed, committed_query
 from memray.core.messages import Message
 from memray.core.policies import redact
 from memray.core.records import new_record
@@ -91,13 +91,13 @@ class Edits:
     def _active(self, uid: str, where: Where) -> list[MemoryRecord]:
         """Active rows matching `where`: from the hot set when it holds the user at the
         current version (the caller holds the user's lock, so it stays current), else
-        from the store."""
+        from the store, with the writes it has not applied yet laid over it."""
         _, store, hot = self._backend.live
         if hot is not None and hot.holding(uid):
             held = hot.query(uid, self._backend.committer.version(uid), where)
             if held is not None:
                 return held
-        return store.query(uid, where)
+        return committed_query(store, self._backend.events, uid, where)
 
     def _session_only(self, scope: Scope, fresh: list[MemoryRecord]) -> AddResult:
         """Consent 1: held in process for this session, never stored."""

@@ -15,6 +15,7 @@ from collections.abc import Collection
 from memray.models import MemoryRecord
 from memray.store.base import StoredMemory, VectorStore, Where
 from memray.store.events import ChangeLog, overlaid
+from memray.store.filters import matches
 
 
 def committed(store: VectorStore, log: ChangeLog, user_id: str,
@@ -41,3 +42,15 @@ def committed_rows(store: VectorStore, log: ChangeLog, user_id: str,
             held.pop(mid, None)
         held.update((row.record.id, row) for row in op.rows)
     return [row for mid, row in held.items() if mid in ids]
+
+
+def committed_query(store: VectorStore, log: ChangeLog, user_id: str,
+                    where: Where) -> list[MemoryRecord]:
+    """`store.query(user_id, where)` as the user's committed writes hold it: a writer's
+    check for what is already there (a verbatim repeat, a LangGraph key) sees an add or a
+    delete that the store has not applied yet."""
+    queued = [p.op for p in log.pending(user_id)]
+    found = store.query(user_id, where)
+    if not queued:
+        return found
+    return [r for r in overlaid(found, queued) if matches(r, user_id, where)]

@@ -60,6 +60,7 @@ from memray.core import validate
 from memray.core.changes import ChangeSet
 from memray.core.engine import Engine
 from memray.core.ids import stable_id
+from memray.core.lookup import committed_query
 from memray.core.memory import Memory
 from memray.core.records import new_record
 from memray.errors import ConfigError, InvalidInputError, MemoryNotFoundError
@@ -219,7 +220,8 @@ class MemrayStore(BaseStore):
         def build(engine: Engine) -> ChangeSet:
             now, changes = utcnow(), ChangeSet(uid)
             ids = tuple(_item_id(p.namespace, op.key) for p, op, _ in prepared)
-            old = {r.id: r for r in engine.store.query(uid, Where(ids=ids))}
+            old = {r.id: r for r in committed_query(engine.store, engine.events, uid,
+                                                    Where(ids=ids))}
             todo = [(place, op, text, mid) for (place, op, text), mid
                     in zip(prepared, ids, strict=True)
                     if not _unchanged(old.get(mid), _meta(place, op), text)]

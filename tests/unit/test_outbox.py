@@ -139,3 +139,35 @@ def test_deleting_a_member_of_a_merge_the_store_has_not_applied_rebuilds_it(
         assert again.get(sid, user_id="u") is None  # the summary that held the tea is gone
         held = [r.content for r in again.get_all(user_id="u").items]
         assert not any("tea" in text for text in held), held
+
+
+def test_a_repeat_after_a_delete_the_store_has_not_applied_is_added_again(
+        tmp_path: Path, store: FlakyStore) -> None:
+    m = memory(tmp_path, store)
+    mid = m.add("I like tea", user_id="u", infer=False).events[0].memory_id
+    store.down = True
+    m.delete(mid, user_id="u")  # queued
+    again = m.add("I like tea", user_id="u", infer=False).events
+    assert [e.op for e in again] == ["ADD"]  # not a NOOP against the deleted row
+    store.down = False
+    m.close()
+    with memory(tmp_path, store) as reopened:
+        assert [r.content for r in reopened.get_all(user_id="u").items] == ["I like tea"]
+
+
+def test_a_langgraph_put_after_a_delete_the_store_has_not_applied_is_kept(
+        tmp_path: Path, store: FlakyStore) -> None:
+    from memray.integrations.langgraph import MemrayStore
+
+    m = memory(tmp_path, store)
+    graph, ns = MemrayStore(m), ("memories", "u")
+    graph.put(ns, "k", {"text": "I like tea"})
+    store.down = True
+    graph.delete(ns, "k")  # queued
+    assert graph.get(ns, "k") is None
+    graph.put(ns, "k", {"text": "I like tea"})
+    store.down = False
+    m.close()
+    with memory(tmp_path, store) as reopened:
+        item = MemrayStore(reopened).get(ns, "k")
+        assert item is not None and item.value == {"text": "I like tea"}
