@@ -137,6 +137,14 @@ class MilvusServer:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._proc.pid, signal.SIGTERM)
 
+    def freeze(self, frozen: bool = True) -> None:
+        """SIGSTOP (or, with `frozen=False`, SIGCONT) to the server's process group: while
+        frozen no call to it completes, so a call seen pending then is still pending when
+        `kill()` lands."""
+        if self._proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGSTOP if frozen else signal.SIGCONT)
+
     def kill(self) -> None:
         """SIGKILL at once: the server dies as in a crash."""
         self._signal(signal.SIGKILL, 15)

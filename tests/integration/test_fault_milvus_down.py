@@ -373,16 +373,8 @@ def crash(run: Run) -> str:
     dead server; returns the id of an async add accepted meanwhile."""
     traffic = Traffic(run.url, run.key, run.ledger, "crash").start()
     time.sleep(2)
-    # The next op committed from now on: its store call has just begun when it shows (a
-    # row already there may be a call about to return), so the kill lands in that call.
     armed = time.monotonic()
-    with sqlite3.connect(run.db, timeout=10) as conn:
-        base = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'").fetchone()
-        fresh: list[int] = []
-        while not fresh and time.monotonic() < armed + 30:
-            time.sleep(0.001)
-            fresh = [row[0] for row in conn.execute("SELECT seq FROM outbox WHERE seq > ?",
-                                                    (base[0] if base else 0,))]
+    fresh = _in_store_call(run, armed + 60)
     run.server.kill()
     run.report["crash_trigger"] = {"waited_s": round(time.monotonic() - armed, 2),
                                    "caught": len(fresh)}
@@ -401,6 +393,32 @@ def crash(run: Run) -> str:
     # applies it after the restart (`verify` checks that it is there then).
     assert fresh and caught == fresh, (fresh, caught, run.report)
     return str(r.json()["job_id"])
+
+
+def _in_store_call(run: Run, deadline: float) -> list[int]:
+    """Outbox rows of writes whose store call is under way, the server frozen. A new row
+    shows as its store call begins; the server is frozen at once, and if the row is still
+    queued a moment later (a reply already sent would have been read and applied), the
+    call is hanging and a kill lands in it. Otherwise the call won the race: thaw, wait
+    for the next one."""
+    with sqlite3.connect(run.db, timeout=10) as conn:
+        row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'").fetchone()
+        base = row[0] if row else 0
+        while time.monotonic() < deadline:
+            fresh = [r[0] for r in conn.execute("SELECT seq FROM outbox WHERE seq > ?",
+                                                (base,))]
+            if not fresh:
+                time.sleep(0.001)
+                continue
+            run.server.freeze()
+            time.sleep(0.3)
+            held = [s for s in fresh
+                    if conn.execute("SELECT 1 FROM outbox WHERE seq = ?", (s,)).fetchone()]
+            if held:
+                return held
+            run.server.freeze(False)
+            base = max(fresh)
+    return []
 
 
 def stop(run: Run) -> None:
