@@ -14,17 +14,14 @@ from collections.abc import Collection
 
 from memray.models import MemoryRecord
 from memray.store.base import StoredMemory, VectorStore, Where
-from memray.store.events import ChangeLog, overlaid
+from memray.store.events import ChangeLog, overlaid, overlaid_rows
 from memray.store.filters import matches
 
 
 def committed(store: VectorStore, log: ChangeLog, user_id: str,
               memory_id: str) -> MemoryRecord | None:
     """The memory (any status) if the user's committed writes hold it, else None."""
-    queued = [p.op for p in log.pending(user_id)]
-    found = store.query(user_id, Where(ids=(memory_id,)), limit=1)
-    held = overlaid(found, queued) if queued else found
-    return next((r for r in held if r.id == memory_id), None)
+    return next(iter(committed_query(store, log, user_id, Where(ids=(memory_id,)))), None)
 
 
 def committed_rows(store: VectorStore, log: ChangeLog, user_id: str,
@@ -34,14 +31,8 @@ def committed_rows(store: VectorStore, log: ChangeLog, user_id: str,
     if not ids:  # an empty `Where.ids` means any id: never ask the store for "no ids"
         return []
     queued = [p.op for p in log.pending(user_id)]
-    held = {row.record.id: row for row in store.rows(user_id, Where(ids=tuple(sorted(ids))))}
-    for op in queued:
-        if op.kind == "delete_user":
-            held.clear()
-        for mid in op.ids:
-            held.pop(mid, None)
-        held.update((row.record.id, row) for row in op.rows)
-    return [row for mid, row in held.items() if mid in ids]
+    rows = store.rows(user_id, Where(ids=tuple(sorted(ids))))
+    return [row for row in overlaid_rows(rows, queued) if row.record.id in ids]
 
 
 def committed_query(store: VectorStore, log: ChangeLog, user_id: str,

@@ -18,10 +18,10 @@ from __future__ import annotations
 import json
 import threading
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeVar
 
 import numpy as np
 
@@ -81,13 +81,25 @@ class Pending:
 
 def overlaid(records: Sequence[MemoryRecord], ops: Sequence[StoreOp]) -> list[MemoryRecord]:
     """The records as they will be once the queued ops are applied, in order."""
-    held = {r.id: r for r in records}
+    return _replayed({r.id: r for r in records}, ops, lambda row: row.record)
+
+
+def overlaid_rows(rows: Sequence[StoredMemory], ops: Sequence[StoreOp]) -> list[StoredMemory]:
+    """The rows (records and vectors) as they will be once the queued ops are applied."""
+    return _replayed({row.record.id: row for row in rows}, ops, lambda row: row)
+
+
+_Held = TypeVar("_Held", MemoryRecord, StoredMemory)
+
+
+def _replayed(held: dict[str, _Held], ops: Sequence[StoreOp],
+              pick: Callable[[StoredMemory], _Held]) -> list[_Held]:
     for op in ops:
         if op.kind == "delete_user":
             held.clear()
         for mid in op.ids:
             held.pop(mid, None)
-        held.update((row.record.id, row.record) for row in op.rows)
+        held.update((row.record.id, pick(row)) for row in op.rows)
     return list(held.values())
 
 
